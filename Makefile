@@ -1,0 +1,89 @@
+# One task runner; CI calls these targets and nothing else.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+NODE_BIN := node_modules/.bin
+GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
+PROTOS := $(wildcard proto/batchline/v1/*.proto)
+
+.PHONY: help install gen check-gen lint format typecheck test test-unit test-integration test-e2e run up down bench clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+# --- install: a venv with the package (editable) and its tools; node tools for buf -------------
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[model,dev]'
+	@touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+install: $(VENV)/.installed node_modules/.installed ## create .venv and node_modules (only what is missing)
+
+# --- generated code: Python stubs, TypeScript, Envoy descriptor set ----------------------------
+gen: install ## regenerate code from proto/ (commit the result)
+	$(NODE_BIN)/buf lint
+	rm -rf src/batchline/v1 && mkdir -p src/batchline/v1
+	$(PY) -m grpc_tools.protoc -I proto -I $(GRPC_PROTO) \
+	  --plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy --plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc \
+	  --python_out=src --mypy_out=src --grpc_python_out=src --mypy_grpc_out=src $(PROTOS)
+	printf '"""Generated from proto/batchline/v1 by `make gen`. Do not edit."""\n' > src/batchline/v1/__init__.py
+	touch src/batchline/v1/py.typed
+	rm -rf clients/web/src/gen && $(NODE_BIN)/buf generate
+	$(NODE_BIN)/buf build -o envoy/batchline.pb
+
+check-gen: gen ## fail if generated code differs from what is committed
+	@git diff --exit-code -- src/batchline/v1 clients/web/src/gen envoy/batchline.pb \
+	  || { echo "generated code is stale: run 'make gen' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- src/batchline/v1 clients/web/src/gen envoy/batchline.pb)" \
+	  || { echo "generated files are not committed: run 'make gen' and commit"; exit 1; }
+
+# --- quality --------------------------------------------------------------------------------------
+lint: install ## ruff lint + format check, buf lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(NODE_BIN)/buf lint
+
+format: install ## apply ruff fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: install ## mypy, strict on our code
+	$(BIN)/mypy
+
+test: install ## every test: unit, integration (RabbitMQ + Redis), end-to-end
+	$(BIN)/pytest
+
+test-unit: install
+	$(BIN)/pytest -m unit
+
+test-integration: install
+	$(BIN)/pytest -m integration
+
+test-e2e: install
+	$(BIN)/pytest -m e2e
+
+# --- running --------------------------------------------------------------------------------------
+run: install ## the whole system in one process (in-memory queue and store); Ctrl-C stops it
+	$(PY) -m embedded
+
+up: install ## ingress, stream and batcher as processes against local RabbitMQ and Redis
+	$(PY) -m batchline.devstack up
+
+down: ## stop what `make up` started
+	$(PY) -m batchline.devstack down
+
+bench: install ## open-loop load: Submit throughput and end-to-end latency (writes docs/benchmarks/)
+	$(PY) -m bench
+
+clean: ## remove the venv, node_modules and caches
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .run
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

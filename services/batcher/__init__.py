@@ -1,0 +1,1 @@
+"""Batcher: consumes tasks, forms batches, runs one forward pass per batch, stores results."""

@@ -1,0 +1,66 @@
+"""`python -m batcher`: consume tasks from RabbitMQ, store results in Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from batcher.model import Model, load_model
+from batcher.settings import BatcherSettings
+from batcher.worker import Batcher
+from batchline import logs
+from batchline.lifecycle import GrpcServer, stop_on_signals, watch_dependencies
+from batchline.rabbit import RabbitBroker
+from batchline.redis_store import RedisJobStore
+from batchline.settings import require_distributed
+
+log = logging.getLogger("batcher")
+
+
+async def serve(settings: BatcherSettings, stop: asyncio.Event, model: Model | None = None) -> None:
+    """Load and warm the model, then consume until `stop`; finish the batch in progress."""
+    model = model or load_model(settings.model)
+    await asyncio.to_thread(model.warm_up)
+    store = RedisJobStore(settings.store)
+    broker = await RabbitBroker.connect(settings.broker, name=f"batchline-batcher-{settings.worker}")
+    batcher = Batcher(settings, store, broker, model)
+    health = None
+    if settings.health_port:
+        health = GrpcServer(["batchline.batcher"], port=settings.health_port)
+        await health.start()
+    log.info(
+        "batcher %s consuming %s with model %s (batch %d, wait %.0f ms, prefetch %d)",
+        settings.worker,
+        settings.broker.queue,
+        model.name,
+        settings.max_batch_size,
+        settings.max_wait_ms,
+        settings.prefetch,
+    )
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            if health is not None:
+                tasks.create_task(watch_dependencies(health, [store.ping, broker.ping], stop))
+            tasks.create_task(batcher.run(stop))
+    finally:
+        if health is not None:
+            await health.drain(0)
+        await broker.close()
+        await store.close()
+
+
+async def _main(settings: BatcherSettings) -> None:
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    await serve(settings, stop)
+
+
+def main() -> None:
+    logs.configure("batcher")
+    settings = BatcherSettings.from_env()
+    require_distributed(settings.broker, settings.store, "batcher")
+    asyncio.run(_main(settings))
+
+
+if __name__ == "__main__":
+    main()

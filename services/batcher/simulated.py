@@ -1,0 +1,71 @@
+"""A model with no weights: a calibrated cost (fixed + per padded token) and a small lexicon,
+so the demo reads sensibly. Every result it makes is labelled `simulated`."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+
+from batcher.model import BatchOutput, Prediction
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
+MAX_TOKENS = 512
+POSITIVE = frozenset(
+    "good great excellent amazing awesome love loved lovely like liked best "
+    "wonderful fantastic nice happy perfect brilliant enjoy enjoyed superb "
+    "delightful pleasant recommend fast friendly beautiful outstanding helpful ".split()
+)
+NEGATIVE = frozenset(
+    "bad terrible awful horrible hate hated worst poor boring slow rude broken "
+    "disappointing disappointed useless waste annoying ugly sad angry dirty wrong "
+    "fail failed never refund ".split()
+)
+NEGATORS = frozenset({"not", "no", "n't", "hardly", "isn", "wasn", "don", "didn"})
+
+
+def count_tokens(text: str) -> tuple[int, bool]:
+    """Word-piece-like count with [CLS] and [SEP], cut at the model's limit."""
+    n = len(TOKEN.findall(text)) + 2
+    return min(n, MAX_TOKENS), n > MAX_TOKENS
+
+
+def sentiment(text: str) -> float:
+    """Lexicon score: > 0 positive, < 0 negative; a negator flips the next sentiment word."""
+    score, flip = 0.0, False
+    for word in TOKEN.findall(text.lower()):
+        if word in NEGATORS:
+            flip = True
+            continue
+        value = 1.0 if word in POSITIVE else -1.0 if word in NEGATIVE else 0.0
+        if value:
+            score += -value if flip else value
+            flip = False
+    return score
+
+
+class SimulatedModel:
+    name = "simulated"
+
+    def __init__(self, fixed_ms: float, per_token_ms: float) -> None:
+        self._fixed_s = fixed_ms / 1000
+        self._per_token_s = per_token_ms / 1000
+
+    def predict(self, texts: Sequence[str]) -> BatchOutput:
+        counted = [count_tokens(t) for t in texts]
+        longest = max(n for n, _ in counted)
+        padded = longest * len(texts)
+        cost_s = self._fixed_s + self._per_token_s * padded
+        if cost_s > 0:
+            time.sleep(cost_s)
+        predictions = []
+        for text, (n, truncated) in zip(texts, counted, strict=True):
+            positive = 1 / (1 + math.exp(-1.5 * sentiment(text) - 0.1))
+            scores = sorted([("POSITIVE", positive), ("NEGATIVE", 1 - positive)], key=lambda s: -s[1])
+            label, score = scores[0]
+            predictions.append(Prediction(label, score, scores, n, truncated))
+        return BatchOutput(predictions, sum(n for n, _ in counted), padded)
+
+    def warm_up(self) -> None:
+        return None

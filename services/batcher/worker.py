@@ -1,0 +1,316 @@
+"""The batch loop: collect deliveries, form a batch, one forward pass in the model thread,
+store every result (and its event) in one round trip, then ack.
+
+At-least-once delivery with idempotent results: a job already finished is acked without
+recompute, and the store refuses any write that would move a status backwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+from google.rpc import code_pb2
+
+from batcher.collector import Policy, next_batch
+from batcher.model import BatchOutput, Model, ModelError, Prediction
+from batcher.settings import BatcherSettings
+from batchline import codec
+from batchline.broker import Broker, Delivery
+from batchline.errors import Unavailable
+from batchline.store import BatchRecord, JobStore
+from batchline.v1 import job_pb2
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_STORE_FAILURE_S = 0.5
+
+
+@dataclass
+class Pending:
+    """A delivered task waiting for its batch."""
+
+    task: job_pb2.InferenceTask
+    delivery: Delivery
+    arrived_at: float  # monotonic seconds
+
+
+@dataclass
+class Counters:
+    batches: int = 0
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0  # already finished or cancelled: acked without compute
+    poison: int = 0
+
+
+@dataclass
+class Pass:
+    """One forward pass over `items`: its output, or the error it raised."""
+
+    items: list[Pending]
+    output: BatchOutput | None
+    error: Exception | None
+    inference_ms: float
+
+
+class Batcher:
+    def __init__(self, settings: BatcherSettings, store: JobStore, broker: Broker, model: Model) -> None:
+        self._settings = settings
+        self._store = store
+        self._broker = broker
+        self._model = model
+        self._policy = Policy(settings.max_batch_size, settings.max_wait_ms / 1000)
+        self._waiting: list[Pending] = []
+        self._wake = asyncio.Event()
+        # The model runs in one dedicated thread; the event loop never runs it.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
+        self.counters = Counters()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume and run batches until `stop`; then finish the batch in progress and hand
+        the jobs still waiting back to the queue."""
+        async with asyncio.TaskGroup() as tasks:
+            consumer = tasks.create_task(self._consume())
+            tasks.create_task(self._wake_on(stop))
+            try:
+                await self._loop(stop)
+            finally:
+                consumer.cancel()
+        for pending in self._waiting:
+            await pending.delivery.requeue()
+        self._waiting.clear()
+        self._executor.shutdown(wait=True)
+        c = self.counters
+        log.info(
+            "batcher stopped: %d batches, %d done, %d failed, %d skipped, %d poison",
+            c.batches,
+            c.done,
+            c.failed,
+            c.skipped,
+            c.poison,
+        )
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
+
+    async def _consume(self) -> None:
+        async for delivery in self._broker.consume(self._settings.prefetch):
+            try:
+                task = job_pb2.InferenceTask.FromString(delivery.body)
+                if not task.job_id or not task.text:
+                    raise DecodeError("job_id and text are required")
+            except DecodeError as exc:
+                await self._poison(delivery, exc)
+                continue
+            self._waiting.append(Pending(task, delivery, time.monotonic()))
+            self._wake.set()
+
+    async def _poison(self, delivery: Delivery, exc: Exception) -> None:
+        """An undecodable message: dead-letter it, and fail its job if we can name it."""
+        self.counters.poison += 1
+        log.warning(
+            "undecodable task rejected to the dead-letter queue: %s",
+            exc,
+            extra={"job_id": delivery.message_id},
+        )
+        if delivery.message_id:
+            job = job_pb2.Job(job_id=delivery.message_id, status=codec.FAILED)
+            job.error.code = code_pb2.INVALID_ARGUMENT
+            job.error.message = f"the task message could not be decoded: {exc}"
+            job.trace.finished_at.CopyFrom(codec.now_ts())
+            try:
+                await self._store.transition(job)
+            except Unavailable:
+                log.warning("could not mark poison job failed", extra={"job_id": delivery.message_id})
+        await delivery.reject()
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            decision = next_batch(self._waiting, time.monotonic(), self._policy)
+            if not decision.take:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), decision.wait_s)
+                continue
+            chosen = set(decision.take)
+            batch = [p for i, p in enumerate(self._waiting) if i in chosen]
+            self._waiting = [p for i, p in enumerate(self._waiting) if i not in chosen]
+            try:
+                await self._run_batch(batch, decision.close_reason)
+            except Unavailable as exc:
+                log.warning("store unavailable (%s); %d jobs go back to the queue", exc, len(batch))
+                for pending in batch:
+                    await pending.delivery.requeue()
+                await asyncio.sleep(RETRY_AFTER_STORE_FAILURE_S)
+
+    async def _run_batch(self, batch: list[Pending], close_reason: int) -> None:
+        runnable = await self._admit(batch)
+        if not runnable:
+            return
+        batch_id = uuid.uuid4().hex[:16]
+        started = time.time()
+        await self._store.transition_many(
+            [self._running(p, batch_id, len(runnable), started) for p in runnable]
+        )
+
+        passes = await self._infer(runnable)
+
+        finished: list[job_pb2.Job] = []
+        real = padded = 0
+        inference_ms = 0.0
+        for n, done in enumerate(passes):
+            pass_id = batch_id if len(passes) == 1 else f"{batch_id}.{n}"
+            inference_ms += done.inference_ms
+            if done.output is None:
+                finished += [self._failed(p, pass_id, started, done) for p in done.items]
+                continue
+            real, padded = real + done.output.real_tokens, padded + done.output.padded_tokens
+            finished += [
+                self._done(p, pass_id, started, done, prediction, close_reason)
+                for p, prediction in zip(done.items, done.output.predictions, strict=True)
+            ]
+        computed = sum(len(d.items) for d in passes if d.output is not None)
+        record = BatchRecord(
+            worker=self._settings.worker,
+            size=computed,
+            real_tokens=real,
+            padded_tokens=padded,
+            inference_ms=inference_ms,
+            close_reason=job_pb2.BatchCloseReason.Name(close_reason),  # type: ignore[arg-type]
+        )
+        await self._store.transition_many(finished, record if computed else None)
+
+        # Ack only after the results are stored; poison goes to the dead-letter queue.
+        for done in passes:
+            for pending in done.items:
+                await (pending.delivery.ack() if done.output is not None else pending.delivery.reject())
+        self.counters.batches += 1
+        self.counters.done += computed
+        self.counters.failed += len(runnable) - computed
+        log.info(
+            "batch done",
+            extra={
+                "batch_id": batch_id,
+                "size": len(runnable),
+                "passes": len(passes),
+                "inference_ms": round(inference_ms, 2),
+                "real_tokens": real,
+                "padded_tokens": padded,
+                "close_reason": record.close_reason,
+            },
+        )
+
+    async def _admit(self, batch: list[Pending]) -> list[Pending]:
+        """Drop what must not run: finished (a redelivery), cancelled, unknown, or past its deadline."""
+        statuses = await self._store.statuses([p.task.job_id for p in batch])
+        now = time.time()
+        runnable, expired = [], []
+        for pending, status in zip(batch, statuses, strict=True):
+            if status is None or codec.is_terminal(status):
+                self.counters.skipped += 1
+                await pending.delivery.ack()
+            elif pending.task.HasField("deadline") and codec.seconds(pending.task.deadline) <= now:
+                expired.append(pending)
+            else:
+                runnable.append(pending)
+        if expired:
+            await self._store.transition_many([self._expired(p) for p in expired])
+            for pending in expired:
+                await pending.delivery.ack()
+            self.counters.failed += len(expired)
+        return runnable
+
+    async def _infer(self, items: list[Pending]) -> list[Pass]:
+        """One forward pass; if it fails, retry each half, so only the bad input fails."""
+        texts = [p.task.text for p in items]
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        try:
+            output = await loop.run_in_executor(self._executor, self._model.predict, texts)
+            if len(output.predictions) != len(texts):
+                raise ModelError(f"model returned {len(output.predictions)} results for {len(texts)} inputs")
+        except Exception as exc:
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            if len(items) == 1:
+                log.warning("forward pass failed: %s", exc, extra={"job_id": items[0].task.job_id})
+                return [Pass(items, None, exc, elapsed_ms)]
+            half = len(items) // 2
+            return [*await self._infer(items[:half]), *await self._infer(items[half:])]
+        return [Pass(items, output, None, (time.perf_counter() - started) * 1000)]
+
+    # --- records -------------------------------------------------------------------------------
+
+    def _base(self, pending: Pending, status: int) -> job_pb2.Job:
+        job = codec.queued_job(pending.task)
+        job.status = status  # type: ignore[assignment]
+        job.trace.worker = self._settings.worker
+        job.trace.attempt = pending.delivery.attempt
+        return job
+
+    def _running(self, pending: Pending, batch_id: str, size: int, started: float) -> job_pb2.Job:
+        job = self._base(pending, codec.RUNNING)
+        _stamp_start(job, started)
+        job.trace.batch_id = batch_id
+        job.trace.batch_size = size
+        return job
+
+    def _done(
+        self,
+        pending: Pending,
+        pass_id: str,
+        started: float,
+        done: Pass,
+        prediction: Prediction,
+        close_reason: int,
+    ) -> job_pb2.Job:
+        assert done.output is not None
+        job = self._base(pending, codec.DONE)
+        job.model = self._model.name
+        job.result.label = prediction.label
+        job.result.score = prediction.score
+        job.result.input_tokens = prediction.input_tokens
+        job.result.truncated = prediction.truncated
+        for label, score in prediction.scores:
+            job.result.scores.add(label=label, score=score)
+        _stamp_start(job, started)
+        trace = job.trace
+        trace.finished_at.CopyFrom(codec.now_ts())
+        trace.inference_ms = done.inference_ms
+        trace.batch_id = pass_id
+        trace.batch_size = len(done.items)
+        trace.batch_real_tokens = done.output.real_tokens
+        trace.batch_padded_tokens = done.output.padded_tokens
+        trace.close_reason = close_reason  # type: ignore[assignment]
+        return job
+
+    def _failed(self, pending: Pending, pass_id: str, started: float, done: Pass) -> job_pb2.Job:
+        job = self._base(pending, codec.FAILED)
+        job.model = self._model.name
+        job.error.code = code_pb2.INTERNAL
+        job.error.message = f"the model failed on this input: {type(done.error).__name__}: {done.error}"
+        _stamp_start(job, started)
+        job.trace.finished_at.CopyFrom(codec.now_ts())
+        job.trace.inference_ms = done.inference_ms
+        job.trace.batch_id = pass_id
+        job.trace.batch_size = len(done.items)
+        return job
+
+    def _expired(self, pending: Pending) -> job_pb2.Job:
+        job = self._base(pending, codec.FAILED)
+        job.error.code = code_pb2.DEADLINE_EXCEEDED
+        job.error.message = "the job's deadline passed before it could start; it was not computed"
+        job.trace.finished_at.CopyFrom(codec.now_ts())
+        return job
+
+
+def _stamp_start(job: job_pb2.Job, started: float) -> None:
+    job.trace.started_at.CopyFrom(codec.ts_from_seconds(started))
+    job.trace.queue_wait_ms = max(0.0, (started - codec.seconds(job.trace.accepted_at)) * 1000)

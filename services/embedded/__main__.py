@@ -1,0 +1,109 @@
+"""`python -m embedded`: the whole pipeline in one process, no servers needed.
+
+With AMQP_URL and REDIS_URL set, run the services on their own instead (`make up`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+
+from batcher.model import Model, load_model
+from batcher.settings import BatcherSettings
+from batcher.worker import Batcher
+from batchline import logs, names
+from batchline.lifecycle import GrpcServer, stop_on_signals
+from batchline.memory import MemoryBroker, MemoryJobStore
+from batchline.settings import SettingsError, env_int
+from batchline.v1 import inference_pb2_grpc, stream_pb2_grpc
+from ingress.servicer import InferenceServicer
+from ingress.settings import IngressSettings
+from stream.fanout import Fanout
+from stream.servicer import JobStreamServicer
+from stream.settings import StreamSettings
+
+log = logging.getLogger("embedded")
+
+
+async def serve(
+    stop: asyncio.Event,
+    *,
+    port: int = names.EMBEDDED_PORT,
+    host: str = "0.0.0.0",
+    model: Model | None = None,
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve InferenceService and JobStreamService on one port until `stop`."""
+    ingress_settings = IngressSettings.from_env()
+    batcher_settings = BatcherSettings.from_env()
+    stream_settings = StreamSettings.from_env()
+    model = model or load_model(batcher_settings.model)
+    await asyncio.to_thread(model.warm_up)
+
+    store = MemoryJobStore(job_ttl_s=ingress_settings.store.job_ttl_s)
+    broker = MemoryBroker(ingress_settings.broker.max_length, ingress_settings.broker.delivery_limit)
+    fanout = Fanout(store, stream_settings.watcher_buffer, stream_settings.max_watchers)
+    batcher = Batcher(batcher_settings, store, broker, model)
+
+    server = GrpcServer(
+        ["batchline.v1.InferenceService", "batchline.v1.JobStreamService"], host=host, port=port
+    )
+    inference = InferenceServicer(ingress_settings, store, broker)
+    streaming = JobStreamServicer(store, fanout, stream_settings.heartbeat_s)
+    server.add(lambda s: inference_pb2_grpc.add_InferenceServiceServicer_to_server(inference, s))
+    server.add(lambda s: stream_pb2_grpc.add_JobStreamServiceServicer_to_server(streaming, s))
+    await server.start()
+
+    batcher_stop = asyncio.Event()
+    async with asyncio.TaskGroup() as tasks:
+        routing = tasks.create_task(fanout.run())
+        tasks.create_task(batcher.run(batcher_stop))
+        await fanout.subscribed.wait()
+        await server.set_serving(True)
+        log.info(
+            "embedded pipeline serving on port %d with model %s",
+            server.port,
+            model.name,
+            extra={"port": server.port, "model": model.name},
+        )
+        if on_ready is not None:
+            on_ready(server.port)
+        await stop.wait()
+        log.info("draining")
+        await server.drain(ingress_settings.shutdown_grace_s)
+        batcher_stop.set()
+        routing.cancel()
+    log.info("embedded pipeline stopped")
+
+
+async def _main() -> None:
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    port = env_int(os.environ, "PORT", names.EMBEDDED_PORT, minimum=0)
+    await serve(stop, port=port, model=None, on_ready=_banner)
+
+
+def _banner(port: int) -> None:
+    print(
+        f"\nBatchline is ready (embedded: in-memory queue and store).\n"
+        f"  gRPC  127.0.0.1:{port}  batchline.v1.InferenceService, batchline.v1.JobStreamService\n"
+        f'  try   .venv/bin/python scripts/demo.py --target 127.0.0.1:{port} "I loved it"\n'
+        f"  stop  Ctrl-C\n",
+        flush=True,
+    )
+
+
+def main() -> None:
+    logs.configure("embedded")
+    if os.environ.get("AMQP_URL") or os.environ.get("REDIS_URL"):
+        raise SettingsError(
+            "AMQP_URL/REDIS_URL are set: run the services on their own (`make up`), "
+            "or unset them for the embedded pipeline"
+        )
+    asyncio.run(_main())
+
+
+if __name__ == "__main__":
+    main()

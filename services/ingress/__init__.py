@@ -1,0 +1,1 @@
+"""Ingress: the async gRPC front of the pipeline. Validates, stores QUEUED, publishes with confirm."""

@@ -1,0 +1,61 @@
+"""`python -m ingress`: InferenceService against RabbitMQ and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from batchline import logs
+from batchline.lifecycle import GrpcServer, stop_on_signals, watch_dependencies
+from batchline.rabbit import RabbitBroker
+from batchline.redis_store import RedisJobStore
+from batchline.settings import require_distributed
+from batchline.v1 import inference_pb2_grpc
+from ingress.servicer import InferenceServicer
+from ingress.settings import IngressSettings
+
+log = logging.getLogger("ingress")
+SERVICE_NAME = "batchline.v1.InferenceService"
+
+
+async def serve(
+    settings: IngressSettings, stop: asyncio.Event, on_ready: Callable[[int], None] | None = None
+) -> None:
+    """Connect, serve until `stop` is set, drain, close."""
+    store = RedisJobStore(settings.store)
+    broker = await RabbitBroker.connect(settings.broker, name="batchline-ingress")
+    server = GrpcServer([SERVICE_NAME], host=settings.host, port=settings.port)
+    servicer = InferenceServicer(settings, store, broker)
+    server.add(lambda s: inference_pb2_grpc.add_InferenceServiceServicer_to_server(servicer, s))
+    await server.start()
+    log.info("ingress listening", extra={"port": server.port})
+    if on_ready is not None:
+        on_ready(server.port)
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(watch_dependencies(server, [store.ping, broker.ping], stop))
+            await stop.wait()
+            log.info("draining", extra={"grace_s": settings.shutdown_grace_s})
+            await server.drain(settings.shutdown_grace_s)
+    finally:
+        await broker.close()
+        await store.close()
+    log.info("ingress stopped")
+
+
+async def _main(settings: IngressSettings) -> None:
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    await serve(settings, stop)
+
+
+def main() -> None:
+    logs.configure("ingress")
+    settings = IngressSettings.from_env()
+    require_distributed(settings.broker, settings.store, "ingress")
+    asyncio.run(_main(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""InferenceService: Submit, SubmitBatch, GetJob, CancelJob, GetStats."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import grpc
+from google.rpc import code_pb2
+
+from batchline import codec
+from batchline.broker import Broker
+from batchline.errors import BatchlineError, NotFound, QueueFull, Unavailable
+from batchline.store import JobStore
+from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
+from ingress import validation
+from ingress.settings import IngressSettings
+
+log = logging.getLogger(__name__)
+
+Context = grpc.aio.ServicerContext[object, object]
+
+
+class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
+    """Write before publish: every job is stored QUEUED before its task reaches RabbitMQ."""
+
+    def __init__(self, settings: IngressSettings, store: JobStore, broker: Broker) -> None:
+        self._settings = settings
+        self._store = store
+        self._broker = broker
+        self._inflight = 0
+
+    @contextmanager
+    def _permit(self) -> Iterator[None]:
+        """Bound the calls in progress; refuse at once past the limit."""
+        if self._inflight >= self._settings.max_inflight:
+            raise QueueFull("ingress is at its in-flight limit", retry_after_s=0.1)
+        self._inflight += 1
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+
+    def _task(self, text: str, options: job_pb2.SubmitOptions) -> job_pb2.InferenceTask:
+        now = time.time()
+        task = job_pb2.InferenceTask(job_id=codec.new_job_id(), text=text, priority=options.priority)
+        task.accepted_at.CopyFrom(codec.ts_from_seconds(now))
+        if options.HasField("timeout"):
+            task.deadline.CopyFrom(codec.ts_from_seconds(now + options.timeout.ToNanoseconds() / 1e9))
+        return task
+
+    async def Submit(
+        self, request: inference_pb2.SubmitRequest, context: Context
+    ) -> inference_pb2.SubmitResponse:
+        text = validation.clean_text(request.text, "text", self._settings.max_text_chars)
+        validation.check_options(request.options)
+        validation.check_idempotency_key(request.idempotency_key)
+        with self._permit():
+            task = self._task(text, request.options)
+            job, created = await self._store.create(codec.queued_job(task), request.idempotency_key)
+            if not created:
+                log.debug("deduplicated submit", extra={"job_id": job.job_id})
+                return _answer(job, deduplicated=True)
+            [error] = await self._broker.publish([task])
+            if error is not None:
+                await self._forget([task.job_id], request.idempotency_key)
+                raise error
+            log.debug("job accepted", extra={"job_id": job.job_id})
+            return _answer(job)
+
+    async def SubmitBatch(
+        self, request: inference_pb2.SubmitBatchRequest, context: Context
+    ) -> inference_pb2.SubmitBatchResponse:
+        texts = validation.clean_texts(
+            list(request.texts), self._settings.max_batch_items, self._settings.max_text_chars
+        )
+        validation.check_options(request.options)
+        with self._permit():
+            tasks = [self._task(text, request.options) for text in texts]
+            jobs = [codec.queued_job(task) for task in tasks]
+            await self._store.create_many(jobs)
+            errors = await self._broker.publish(tasks)
+            failed = [e for e in errors if e is not None]
+            if failed:
+                await self._undo_batch(jobs, errors)
+                raise next((e for e in failed if isinstance(e, QueueFull)), failed[0])
+            log.debug("batch accepted", extra={"jobs": len(jobs)})
+            return inference_pb2.SubmitBatchResponse(jobs=[_answer(job) for job in jobs])
+
+    async def _undo_batch(self, jobs: Sequence[job_pb2.Job], errors: Sequence[BatchlineError | None]) -> None:
+        """All-or-nothing for the caller: published jobs are cancelled (never computed),
+        the others forgotten."""
+        published = [job for job, e in zip(jobs, errors, strict=True) if e is None]
+        refused = [job.job_id for job, e in zip(jobs, errors, strict=True) if e is not None]
+        try:
+            await self._store.transition_many(
+                [_cancelled(job, "the rest of its SubmitBatch call was refused") for job in published]
+            )
+        except Unavailable:
+            log.warning("could not cancel %d jobs of a refused batch", len(published))
+        await self._forget(refused, "")
+
+    async def _forget(self, job_ids: Sequence[str], idempotency_key: str) -> None:
+        """Remove the QUEUED records of tasks RabbitMQ never accepted: none is left dangling."""
+        for job_id in job_ids:
+            try:
+                await self._store.discard(job_id, idempotency_key)
+            except Unavailable:
+                log.warning("could not remove the record of unpublished job", extra={"job_id": job_id})
+
+    async def GetJob(
+        self, request: inference_pb2.GetJobRequest, context: Context
+    ) -> inference_pb2.GetJobResponse:
+        return inference_pb2.GetJobResponse(job=await self._existing(request.job_id))
+
+    async def CancelJob(
+        self, request: inference_pb2.CancelJobRequest, context: Context
+    ) -> inference_pb2.CancelJobResponse:
+        job = await self._existing(request.job_id)
+        if codec.is_terminal(job.status):
+            return inference_pb2.CancelJobResponse(job=job)
+        cancelled = _cancelled(job, "cancelled by the client")
+        if await self._store.transition(cancelled):
+            log.info("job cancelled", extra={"job_id": job.job_id})
+            return inference_pb2.CancelJobResponse(job=cancelled)
+        # It finished while we looked: answer with what it finished as.
+        return inference_pb2.CancelJobResponse(job=await self._existing(request.job_id))
+
+    async def GetStats(
+        self, request: inference_pb2.GetStatsRequest, context: Context
+    ) -> inference_pb2.GetStatsResponse:
+        started = time.perf_counter()
+        snapshot = await self._store.stats()
+        queue_depth, dead_depth = await self._broker.depth()
+        response = inference_pb2.GetStatsResponse(
+            finished=snapshot.finished,
+            batch_size_histogram=snapshot.batch_sizes,
+            close_reasons=snapshot.close_reasons,
+            queue_depth=queue_depth,
+            dead_letter_depth=dead_depth,
+        )
+        real = padded = 0
+        inference_ms = 0.0
+        for name, c in snapshot.workers.items():
+            response.workers.add(
+                worker=name,
+                batches=c.batches,
+                jobs=c.jobs,
+                real_tokens=c.real_tokens,
+                padded_tokens=c.padded_tokens,
+                inference_ms=c.inference_ms,
+            )
+            response.batches += c.batches
+            response.jobs += c.jobs
+            real, padded, inference_ms = (
+                real + c.real_tokens,
+                padded + c.padded_tokens,
+                inference_ms + c.inference_ms,
+            )
+        response.padding_efficiency = real / padded if padded else 0.0
+        response.mean_inference_ms = inference_ms / response.batches if response.batches else 0.0
+        response.elapsed.FromNanoseconds(int((time.perf_counter() - started) * 1e9))
+        return response
+
+    async def _existing(self, job_id: str) -> job_pb2.Job:
+        codec.check_job_id(job_id)
+        job = await self._store.get(job_id)
+        if job is None:
+            raise NotFound(f"job {job_id} does not exist or has expired")
+        return job
+
+
+def _answer(job: job_pb2.Job, deduplicated: bool = False) -> inference_pb2.SubmitResponse:
+    return inference_pb2.SubmitResponse(
+        job_id=job.job_id,
+        status=job.status,
+        status_url=codec.status_url(job.job_id),
+        watch_url=codec.watch_url(job.job_id),
+        deduplicated=deduplicated,
+    )
+
+
+def _cancelled(job: job_pb2.Job, why: str) -> job_pb2.Job:
+    cancelled = job_pb2.Job()
+    cancelled.CopyFrom(job)
+    cancelled.status = codec.CANCELLED
+    cancelled.error.code = code_pb2.CANCELLED
+    cancelled.error.message = why
+    cancelled.trace.finished_at.CopyFrom(codec.now_ts())
+    return cancelled

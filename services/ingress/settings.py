@@ -1,0 +1,40 @@
+"""Ingress knobs, read once from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from batchline import names
+from batchline.settings import BrokerSettings, StoreSettings, env_float, env_int, env_str
+
+
+@dataclass(frozen=True)
+class IngressSettings:
+    host: str = "0.0.0.0"
+    port: int = names.INGRESS_PORT
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    # Submit/SubmitBatch calls in progress at once; past it, RESOURCE_EXHAUSTED at once.
+    # Raising it lets more calls wait on Redis and RabbitMQ; lowering it sheds load sooner.
+    max_inflight: int = 2048
+    # Longest text accepted, in characters after trimming.
+    max_text_chars: int = 2000
+    # Most texts in one SubmitBatch.
+    max_batch_items: int = 256
+    # On SIGTERM, how long running calls may finish before they are cancelled.
+    shutdown_grace_s: float = 10.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> IngressSettings:
+        return cls(
+            host=env_str(env, "HOST", "0.0.0.0"),
+            port=env_int(env, "INGRESS_PORT", names.INGRESS_PORT, minimum=0),
+            broker=BrokerSettings.from_env(env),
+            store=StoreSettings.from_env(env),
+            max_inflight=env_int(env, "MAX_INFLIGHT", 2048, minimum=1),
+            max_text_chars=env_int(env, "MAX_TEXT_CHARS", 2000, minimum=1),
+            max_batch_items=env_int(env, "MAX_BATCH_ITEMS", 256, minimum=1),
+            shutdown_grace_s=env_float(env, "SHUTDOWN_GRACE_S", 10.0, minimum=0),
+        )

@@ -1,0 +1,46 @@
+"""JobStreamService.WatchJob: current state first, then every change, then the end."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+
+from batchline import codec
+from batchline.errors import NotFound, TooSlow
+from batchline.store import JobStore
+from batchline.v1 import stream_pb2, stream_pb2_grpc
+from stream.fanout import Fanout
+
+
+class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
+    def __init__(self, store: JobStore, fanout: Fanout, heartbeat_s: float) -> None:
+        self._store = store
+        self._fanout = fanout
+        self._heartbeat_s = heartbeat_s
+
+    async def WatchJob(
+        self, request: stream_pb2.WatchJobRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> AsyncIterator[stream_pb2.WatchJobResponse]:
+        codec.check_job_id(request.job_id)
+        with self._fanout.watch(request.job_id) as watcher:
+            job = await self._store.get(request.job_id)
+            if job is None:
+                raise NotFound(f"job {request.job_id} does not exist or has expired")
+            yield stream_pb2.WatchJobResponse(job=job)
+            seen = codec.rank(job.status)
+            while seen < codec.rank(codec.DONE):
+                try:
+                    job = await asyncio.wait_for(watcher.events.get(), self._heartbeat_s)
+                except TimeoutError:
+                    heartbeat = stream_pb2.WatchJobResponse()
+                    heartbeat.heartbeat.sent_at.GetCurrentTime()
+                    yield heartbeat
+                    continue
+                if watcher.overflowed:
+                    raise TooSlow("this watcher fell too far behind; watch again to get the current state")
+                if codec.rank(job.status) <= seen:
+                    continue  # already sent (the read raced the event)
+                seen = codec.rank(job.status)
+                yield stream_pb2.WatchJobResponse(job=job)

@@ -1,0 +1,161 @@
+"""One error taxonomy for the whole system, translated to gRPC status at one boundary.
+
+Adapters turn third-party exceptions (aiormq, redis) into these with `raise ... from exc`;
+the `ErrorInterceptor` turns these into gRPC statuses with `google.rpc` details.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+log = logging.getLogger(__name__)
+
+
+class BatchlineError(Exception):
+    """Base of every error a client may see; `code` is its canonical gRPC status."""
+
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def details(self) -> Sequence[Any]:
+        """google.rpc detail messages to attach."""
+        return ()
+
+
+class InvalidArgument(BatchlineError):
+    """Bad input: which field, and why."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, violations: Sequence[tuple[str, str]]) -> None:
+        self.violations = list(violations)
+        super().__init__("; ".join(f"{field}: {why}" for field, why in self.violations))
+
+    @classmethod
+    def field(cls, field: str, why: str) -> InvalidArgument:
+        return cls([(field, why)])
+
+    def details(self) -> Sequence[Any]:
+        return [
+            error_details_pb2.BadRequest(
+                field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(field=f, description=d)
+                    for f, d in self.violations
+                ]
+            )
+        ]
+
+
+class NotFound(BatchlineError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class QueueFull(BatchlineError):
+    """The bounded queue refused the job; try again after `retry_after_s`."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+    def details(self) -> Sequence[Any]:
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(int(self.retry_after_s * 1e9))
+        return [error_details_pb2.RetryInfo(retry_delay=delay)]
+
+
+class Unavailable(BatchlineError):
+    """A dependency (RabbitMQ, Redis) cannot be reached right now."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class TooSlow(BatchlineError):
+    """A stream consumer fell too far behind its bounded buffer."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def to_rpc_status(exc: BatchlineError) -> grpc.Status:
+    """A rich gRPC status (code, message, google.rpc details) for `exc`."""
+    packed = []
+    for detail in exc.details():
+        holder = any_pb2.Any()
+        holder.Pack(detail)
+        packed.append(holder)
+    status = status_pb2.Status(code=exc.code.value[0], message=str(exc), details=packed)
+    return rpc_status.to_status(status)
+
+
+INTERNAL_STATUS = rpc_status.to_status(status_pb2.Status(code=code_pb2.INTERNAL, message="internal error"))
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """The one boundary: BatchlineError -> its status; anything else is logged -> INTERNAL."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],  # type: ignore[type-arg]
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:  # type: ignore[type-arg]
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                _wrap_unary(handler.unary_unary, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                _wrap_stream(handler.unary_stream, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+
+async def _abort(context: Any, exc: Exception, method: str) -> None:
+    if isinstance(exc, BatchlineError):
+        await context.abort_with_status(to_rpc_status(exc))
+    log.error("unhandled error in %s", method, exc_info=exc)
+    await context.abort_with_status(INTERNAL_STATUS)
+
+
+def _wrap_unary(behaviour: Any, method: str) -> Any:
+    async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            return await behaviour(request, context)
+        except (BatchlineError, Exception) as exc:
+            if _is_abort(exc):
+                raise
+            await _abort(context, exc, method)
+
+    return wrapped
+
+
+def _wrap_stream(behaviour: Any, method: str) -> Any:
+    async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        try:
+            async for response in behaviour(request, context):
+                yield response
+        except (BatchlineError, Exception) as exc:
+            if _is_abort(exc):
+                raise
+            await _abort(context, exc, method)
+
+    return wrapped
+
+
+def _is_abort(exc: BaseException) -> bool:
+    # context.abort() raises a private AbortError that must propagate untouched.
+    return type(exc).__name__ in {"AbortError", "UsageError"} or isinstance(exc, grpc.RpcError)

@@ -1,0 +1,100 @@
+"""Process lifecycle: signals, the gRPC server with health and reflection, graceful drain."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Iterable
+
+import grpc
+from grpc import aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
+from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
+from grpc_reflection.v1alpha import reflection
+
+from batchline.errors import ErrorInterceptor
+
+log = logging.getLogger(__name__)
+
+# Largest request or response a server takes: a SubmitBatch of 256 x 2000-character texts
+# (up to 4 bytes a character) fits with room; anything larger is refused by gRPC itself.
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def stop_on_signals(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT only set `stop`; the owner of the event drains."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+class GrpcServer:
+    """A grpc.aio server with the error boundary, health and reflection wired in."""
+
+    def __init__(self, service_names: Iterable[str], *, host: str = "0.0.0.0", port: int = 0) -> None:
+        self.server = aio.server(
+            interceptors=[ErrorInterceptor()],
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        self.health = health_aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.service_names = list(service_names)
+        reflection.enable_server_reflection(
+            [*self.service_names, HEALTH_SERVICE, reflection.SERVICE_NAME], self.server
+        )
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        if self.port == 0:
+            raise OSError(f"cannot listen on {host}:{port}: the port is taken or not allowed")
+
+    def add(self, register: Callable[[grpc.aio.Server], None]) -> None:
+        register(self.server)
+
+    async def start(self) -> None:
+        await self.set_serving(False)
+        await self.server.start()
+
+    async def set_serving(self, serving: bool) -> None:
+        state = SERVING if serving else NOT_SERVING
+        for name in ("", *self.service_names):
+            await self.health.set(name, state)
+
+    async def drain(self, grace_s: float) -> None:
+        """NOT_SERVING, then refuse new calls and let running ones finish for `grace_s`."""
+        await self.set_serving(False)
+        await self.server.stop(grace_s)
+
+
+async def watch_dependencies(
+    server: GrpcServer, checks: Iterable[Callable[[], object]], stop: asyncio.Event, every_s: float = 1.0
+) -> None:
+    """Keep health in step with the dependencies: SERVING only while every check passes."""
+    checks = list(checks)
+    serving: bool | None = None
+    while not stop.is_set():
+        ok = True
+        for check in checks:
+            try:
+                result = check()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception as exc:
+                ok = False
+                if serving is not False:
+                    log.warning("dependency check failed: %s", exc)
+                break
+        if ok != serving:
+            await server.set_serving(ok)
+            log.info("health %s", "SERVING" if ok else "NOT_SERVING")
+            serving = ok
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)

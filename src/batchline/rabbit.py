@@ -1,0 +1,165 @@
+"""The work queue on RabbitMQ: a bounded quorum queue, confirmed persistent publishes,
+prefetch as the consumer's backpressure, and a dead-letter queue for poison."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import aio_pika
+import aiormq
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
+
+from batchline import names
+from batchline.broker import Delivery
+from batchline.errors import BatchlineError, QueueFull, Unavailable
+from batchline.settings import BrokerSettings, redact_url
+from batchline.v1 import job_pb2
+
+log = logging.getLogger(__name__)
+
+# What can go wrong talking to RabbitMQ, short of a nack: all mean "not reachable now".
+BROKER_ERRORS = (aiormq.exceptions.AMQPError, aio_pika.exceptions.AMQPException, ConnectionError, OSError)
+
+
+def queue_arguments(settings: BrokerSettings) -> dict[str, Any]:
+    """The work queue: quorum (it counts deliveries), bounded, refusing when full."""
+    return {
+        "x-queue-type": "quorum",
+        "x-max-length": settings.max_length,
+        "x-overflow": "reject-publish",
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": settings.dead_letter_queue,
+        "x-delivery-limit": settings.delivery_limit,
+    }
+
+
+def dead_letter_arguments(settings: BrokerSettings) -> dict[str, Any]:
+    """The dead-letter queue keeps the newest poison, bounded too."""
+    return {"x-queue-type": "quorum", "x-max-length": settings.max_length, "x-overflow": "drop-head"}
+
+
+class RabbitBroker:
+    """`Broker` on RabbitMQ through aio-pika's robust (self-reconnecting) connection."""
+
+    def __init__(self, settings: BrokerSettings, connection: AbstractRobustConnection) -> None:
+        self._settings = settings
+        self._connection = connection
+        self._publish_channel: AbstractChannel | None = None
+
+    @classmethod
+    async def connect(cls, settings: BrokerSettings, name: str, timeout_s: float = 10.0) -> RabbitBroker:
+        """Connect, declare both queues, and open the confirmed publishing channel."""
+        try:
+            connection = await aio_pika.connect_robust(
+                settings.amqp_url, timeout=timeout_s, client_properties={"connection_name": name}
+            )
+        except (*BROKER_ERRORS, TimeoutError) as exc:
+            raise Unavailable(f"RabbitMQ at {redact_url(settings.amqp_url)} is unreachable: {exc}") from exc
+        broker = cls(settings, connection)
+        channel = await connection.channel()
+        await channel.declare_queue(
+            settings.dead_letter_queue, durable=True, arguments=dead_letter_arguments(settings)
+        )
+        await channel.declare_queue(settings.queue, durable=True, arguments=queue_arguments(settings))
+        await channel.close()
+        broker._publish_channel = await connection.channel(publisher_confirms=True)
+        log.info("connected to RabbitMQ at %s, queue %s", redact_url(settings.amqp_url), settings.queue)
+        return broker
+
+    async def publish(self, tasks: Sequence[job_pb2.InferenceTask]) -> list[BatchlineError | None]:
+        return list(await asyncio.gather(*(self._publish_one(t) for t in tasks)))
+
+    async def _publish_one(self, task: job_pb2.InferenceTask) -> BatchlineError | None:
+        assert self._publish_channel is not None
+        message = aio_pika.Message(
+            task.SerializeToString(),
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            message_id=task.job_id,
+            content_type=names.TASK_CONTENT_TYPE,
+            type=names.TASK_TYPE,
+        )
+        try:
+            async with asyncio.timeout(self._settings.publish_timeout_s):
+                await self._publish_channel.default_exchange.publish(
+                    message, routing_key=self._settings.queue
+                )
+        except aiormq.exceptions.DeliveryError:
+            # reject-publish: the queue is at x-max-length and RabbitMQ nacked.
+            return QueueFull(f"queue {self._settings.queue} is full", retry_after_s=1.0)
+        except TimeoutError:
+            return Unavailable(f"RabbitMQ did not confirm within {self._settings.publish_timeout_s}s")
+        except BROKER_ERRORS as exc:
+            return Unavailable(f"RabbitMQ is unreachable: {exc}")
+        return None
+
+    async def consume(self, prefetch: int) -> AsyncIterator[Delivery]:
+        channel = await self._connection.channel()
+        await channel.set_qos(prefetch_count=prefetch)
+        queue = await channel.get_queue(self._settings.queue, ensure=False)
+        async with queue.iterator() as messages:
+            async for message in messages:
+                yield _delivery(message)
+
+    async def depth(self) -> tuple[int, int]:
+        try:
+            async with asyncio.timeout(self._settings.publish_timeout_s):
+                channel = await self._connection.channel()
+                try:
+                    work = await channel.declare_queue(self._settings.queue, passive=True)
+                    dead = await channel.declare_queue(self._settings.dead_letter_queue, passive=True)
+                finally:
+                    await channel.close()
+        except (*BROKER_ERRORS, TimeoutError) as exc:
+            raise Unavailable(f"RabbitMQ is unreachable: {exc}") from exc
+        return _count(work), _count(dead)
+
+    async def ping(self) -> None:
+        if self._connection.is_closed or not self._connection.connected.is_set():
+            raise Unavailable("RabbitMQ connection is down")
+
+    async def close(self) -> None:
+        await self._connection.close()
+
+
+def _count(queue: Any) -> int:
+    result = queue.declaration_result
+    return int(result.message_count or 0)
+
+
+def _delivery(message: AbstractIncomingMessage) -> Delivery:
+    count = (message.headers or {}).get(names.DELIVERY_COUNT_HEADER, 0)
+    redeliveries = count if isinstance(count, int) else 0
+
+    async def settle(action: str) -> None:
+        try:
+            if action == "ack":
+                await message.ack()
+            elif action == "reject":
+                await message.reject(requeue=False)
+            else:
+                await message.nack(requeue=True)
+        except BROKER_ERRORS as exc:
+            # The channel this came on is gone; RabbitMQ will redeliver, and a finished
+            # job is then acked without recompute.
+            log.warning("could not %s message %s: %s", action, message.message_id, exc)
+
+    async def ack() -> None:
+        await settle("ack")
+
+    async def reject() -> None:
+        await settle("reject")
+
+    async def requeue() -> None:
+        await settle("requeue")
+
+    return Delivery(
+        body=message.body,
+        message_id=message.message_id or "",
+        attempt=redeliveries + 1,
+        ack=ack,
+        reject=reject,
+        requeue=requeue,
+    )

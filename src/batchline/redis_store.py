@@ -1,0 +1,249 @@
+"""The job store on Redis: records in hashes, forward-only writes and their events in Lua."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from batchline import codec, names
+from batchline.codec import Job
+from batchline.errors import Unavailable
+from batchline.settings import StoreSettings, redact_url
+from batchline.store import BatchRecord, OnSubscribed, StatsSnapshot, WorkerCounters
+
+log = logging.getLogger(__name__)
+
+# Create a QUEUED record unless the id exists; with an idempotency key, the first job wins.
+# KEYS: job, idempotency key. ARGV: status, record, ttl ms, job id, use-key flag.
+CREATE_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, ARGV[4]} end
+if ARGV[5] == '1' then
+  local existing = redis.call('GET', KEYS[2])
+  if existing then return {0, existing} end
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
+end
+redis.call('HSET', KEYS[1], 's', ARGV[1], 'd', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, ARGV[4]}
+"""
+
+# Write only if the status moves forward (rank = min(status, 3)); publish only if written.
+# KEYS: job, finished counters. ARGV: status, record, ttl ms, channel, event, status name.
+TRANSITION_LUA = """
+local cur = redis.call('HGET', KEYS[1], 's')
+if not cur then return 0 end
+local new = tonumber(ARGV[1])
+if math.min(new, 3) <= math.min(tonumber(cur), 3) then return 0 end
+redis.call('HSET', KEYS[1], 's', ARGV[1], 'd', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if new >= 3 then redis.call('HINCRBY', KEYS[2], ARGV[6], 1) end
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+"""
+
+# Remove a record and the idempotency key that points to it.
+# KEYS: job, idempotency key. ARGV: job id.
+DISCARD_LUA = """
+redis.call('DEL', KEYS[1])
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+return 1
+"""
+
+
+class RedisJobStore:
+    """`JobStore` on Redis. Every Redis failure surfaces as `Unavailable`."""
+
+    def __init__(self, settings: StoreSettings) -> None:
+        self._settings = settings
+        self._prefix = settings.key_prefix
+        self._ttl_ms = settings.job_ttl_s * 1000
+        self.channel = self._prefix + names.EVENTS_CHANNEL
+        self._redis = aioredis.Redis.from_url(
+            settings.redis_url,
+            socket_timeout=settings.timeout_s,
+            socket_connect_timeout=settings.timeout_s,
+            retry=Retry(NoBackoff(), 1),
+            health_check_interval=15,
+        )
+        self._create = self._redis.register_script(CREATE_LUA)
+        self._transition = self._redis.register_script(TRANSITION_LUA)
+        self._discard = self._redis.register_script(DISCARD_LUA)
+
+    def job_key(self, job_id: str) -> str:
+        return self._prefix + names.JOB_KEY + job_id
+
+    def _idem_key(self, key: str) -> str:
+        return self._prefix + names.IDEMPOTENCY_KEY + key
+
+    async def ping(self) -> None:
+        try:
+            await self._redis.ping()
+        except RedisError as exc:
+            raise Unavailable(f"Redis at {redact_url(self._settings.redis_url)} is unreachable") from exc
+
+    async def create(self, job: Job, idempotency_key: str = "") -> tuple[Job, bool]:
+        try:
+            created, job_id = await self._create(
+                keys=[self.job_key(job.job_id), self._idem_key(idempotency_key)],
+                args=[
+                    job.status,
+                    job.SerializeToString(),
+                    self._ttl_ms,
+                    job.job_id,
+                    int(bool(idempotency_key)),
+                ],
+            )
+            if created:
+                return job, True
+            existing = await self.get(job_id.decode())
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+        if existing is None:  # expired between the two calls: nothing to deduplicate against
+            return await self.create(job, idempotency_key)
+        return existing, False
+
+    async def create_many(self, jobs: Sequence[Job]) -> None:
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for job in jobs:
+                    await self._create(
+                        keys=[self.job_key(job.job_id), self._idem_key("")],
+                        args=[job.status, job.SerializeToString(), self._ttl_ms, job.job_id, 0],
+                        client=pipe,
+                    )
+                await pipe.execute()
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+
+    async def discard(self, job_id: str, idempotency_key: str = "") -> None:
+        try:
+            await self._discard(keys=[self.job_key(job_id), self._idem_key(idempotency_key)], args=[job_id])
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+
+    def _transition_args(self, job: Job) -> dict[str, Any]:
+        return {
+            "keys": [self.job_key(job.job_id), self._prefix + names.STATS_FINISHED],
+            "args": [
+                job.status,
+                job.SerializeToString(),
+                self._ttl_ms,
+                self.channel,
+                codec.encode_event(job),
+                codec.status_key(job.status),
+            ],
+        }
+
+    async def transition(self, job: Job) -> bool:
+        try:
+            return bool(await self._transition(**self._transition_args(job)))
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+
+    async def transition_many(self, jobs: Sequence[Job], batch: BatchRecord | None = None) -> list[bool]:
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for job in jobs:
+                    await self._transition(**self._transition_args(job), client=pipe)
+                if batch is not None:
+                    self._count_batch(pipe, batch)
+                results = await pipe.execute()
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+        return [bool(r) for r in results[: len(jobs)]]
+
+    def _count_batch(self, pipe: Any, batch: BatchRecord) -> None:
+        worker_key = self._prefix + names.STATS_WORKER + batch.worker
+        pipe.sadd(self._prefix + names.STATS_WORKERS, batch.worker)
+        pipe.hincrby(worker_key, "batches", 1)
+        pipe.hincrby(worker_key, "jobs", batch.size)
+        pipe.hincrby(worker_key, "real_tokens", batch.real_tokens)
+        pipe.hincrby(worker_key, "padded_tokens", batch.padded_tokens)
+        pipe.hincrbyfloat(worker_key, "inference_ms", batch.inference_ms)
+        pipe.hincrby(self._prefix + names.STATS_BATCH_SIZES, str(batch.size), 1)
+        pipe.hincrby(self._prefix + names.STATS_CLOSE_REASONS, batch.close_reason, 1)
+
+    async def get(self, job_id: str) -> Job | None:
+        try:
+            data = cast(bytes | None, await self._redis.hget(self.job_key(job_id), "d"))
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+        return None if data is None else Job.FromString(data)
+
+    async def statuses(self, job_ids: Sequence[str]) -> list[int | None]:
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for job_id in job_ids:
+                    pipe.hget(self.job_key(job_id), "s")
+                raw = await pipe.execute()
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+        return [None if r is None else int(r) for r in raw]
+
+    async def stats(self) -> StatsSnapshot:
+        p = self._prefix
+        try:
+            members = cast(set[bytes], await self._redis.smembers(p + names.STATS_WORKERS))
+            workers = sorted(w.decode() for w in members)
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for worker in workers:
+                    pipe.hgetall(p + names.STATS_WORKER + worker)
+                pipe.hgetall(p + names.STATS_BATCH_SIZES)
+                pipe.hgetall(p + names.STATS_CLOSE_REASONS)
+                pipe.hgetall(p + names.STATS_FINISHED)
+                *per_worker, sizes, reasons, finished = await pipe.execute()
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+        snapshot = StatsSnapshot(
+            batch_sizes={int(k): int(v) for k, v in sizes.items()},
+            close_reasons={k.decode(): int(v) for k, v in reasons.items()},
+            finished={k.decode(): int(v) for k, v in finished.items()},
+        )
+        for worker, fields in zip(workers, per_worker, strict=True):
+            f = {k.decode(): v for k, v in fields.items()}
+            snapshot.workers[worker] = WorkerCounters(
+                batches=int(f.get("batches", 0)),
+                jobs=int(f.get("jobs", 0)),
+                real_tokens=int(f.get("real_tokens", 0)),
+                padded_tokens=int(f.get("padded_tokens", 0)),
+                inference_ms=float(f.get("inference_ms", 0.0)),
+            )
+        return snapshot
+
+    async def events(self, on_subscribed: OnSubscribed | None = None) -> AsyncIterator[Job]:
+        # A connection of its own, with no read timeout: it blocks in get_message by design.
+        backoff_s = 0.1
+        while True:
+            client = aioredis.Redis.from_url(
+                self._settings.redis_url,
+                socket_connect_timeout=self._settings.timeout_s,
+                health_check_interval=15,
+            )
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                log.info("subscribed to %s", self.channel)
+                backoff_s = 0.1
+                if on_subscribed is not None:
+                    await on_subscribed()
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and message["type"] == "message":
+                        yield codec.decode_event(message["data"])
+            except (RedisError, OSError) as exc:
+                log.warning("event subscription lost (%s); resubscribing in %.1fs", exc, backoff_s)
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 2.0)
+            finally:
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await client.aclose()
+
+    async def close(self) -> None:
+        await self._redis.aclose()

@@ -1,0 +1,1 @@
+"""Generated from proto/batchline/v1 by `make gen`. Do not edit."""

@@ -1,0 +1,55 @@
+"""Test helpers: waiting on conditions with deadlines (never bare sleeps), and small models."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from batcher.model import BatchOutput
+from batcher.simulated import SimulatedModel
+
+
+async def wait_for(
+    condition: Callable[[], Awaitable[bool] | bool],
+    timeout_s: float = 10.0,
+    every_s: float = 0.02,
+    what: str = "",
+) -> None:
+    """Poll `condition` until it holds; fail with `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or condition}")
+        await asyncio.sleep(every_s)
+
+
+class RecordingModel(SimulatedModel):
+    """The simulated model, zero-cost by default, that remembers every text it computed
+    and fails any batch containing a poison marker."""
+
+    POISON = "<<poison>>"
+
+    def __init__(self, fixed_ms: float = 0.0, per_token_ms: float = 0.0) -> None:
+        super().__init__(fixed_ms, per_token_ms)
+        self.computed: list[str] = []
+        self.batch_sizes: list[int] = []
+        self.gate: threading.Event | None = None  # when set up, each pass waits for it
+        self._lock = threading.Lock()
+
+    def predict(self, texts: Sequence[str]) -> BatchOutput:
+        if self.gate is not None:
+            self.gate.wait(timeout=30)
+        if any(self.POISON in t for t in texts):
+            raise ValueError("poison input")
+        output = super().predict(texts)
+        with self._lock:
+            self.computed.extend(texts)
+            self.batch_sizes.append(len(texts))
+        return output

@@ -1,0 +1,113 @@
+"""Invariants 1 and 4 on the real Redis: forward-only writes and exactly-once announcements."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from batchline import codec
+from batchline.redis_store import RedisJobStore
+from batchline.settings import StoreSettings
+from batchline.store import BatchRecord
+from batchline.v1 import job_pb2
+from tests.helpers import wait_for
+
+
+def job(job_id: str, status: int) -> job_pb2.Job:
+    return job_pb2.Job(job_id=job_id, status=status)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def store(store_settings: StoreSettings) -> RedisJobStore:
+    return RedisJobStore(store_settings)
+
+
+async def collect_events(store: RedisJobStore, into: list[job_pb2.Job]) -> asyncio.Task[None]:
+    subscribed = asyncio.Event()
+
+    async def on_subscribed() -> None:
+        subscribed.set()
+
+    async def listen() -> None:
+        async for event in store.events(on_subscribed):
+            into.append(event)
+
+    task = asyncio.create_task(listen())
+    await asyncio.wait_for(subscribed.wait(), 5)
+    return task
+
+
+async def test_a_late_queued_write_never_overwrites_done(store: RedisJobStore) -> None:
+    await store.create(job("j1", codec.QUEUED))
+    assert await store.transition(job("j1", codec.RUNNING))
+    assert await store.transition(job("j1", codec.DONE))
+    assert not await store.transition(job("j1", codec.QUEUED))
+    _, created = await store.create(job("j1", codec.QUEUED))
+    assert not created
+    stored = await store.get("j1")
+    assert stored is not None and stored.status == codec.DONE
+
+
+async def test_concurrent_duplicate_writes_announce_once(store: RedisJobStore) -> None:
+    events: list[job_pb2.Job] = []
+    listener = await collect_events(store, events)
+    await store.create(job("j2", codec.QUEUED))
+    results = await asyncio.gather(*(store.transition(job("j2", codec.DONE)) for _ in range(20)))
+    assert sum(results) == 1
+    await wait_for(lambda: len(events) >= 1, what="the DONE event")
+    await asyncio.sleep(0.2)  # any duplicate would have arrived by now
+    listener.cancel()
+    assert [e.status for e in events] == [codec.DONE]
+    assert (await store.stats()).finished == {"JOB_STATUS_DONE": 1}
+
+
+async def test_unknown_jobs_are_not_created_by_a_transition(store: RedisJobStore) -> None:
+    assert not await store.transition(job("ghost", codec.DONE))
+    assert await store.get("ghost") is None
+
+
+async def test_concurrent_idempotent_creates_make_one_job(store: RedisJobStore) -> None:
+    results = await asyncio.gather(*(store.create(job(f"k{i}", codec.QUEUED), "same-key") for i in range(20)))
+    winners = {stored.job_id for stored, _ in results}
+    assert len(winners) == 1
+    assert sum(created for _, created in results) == 1
+
+
+async def test_records_carry_the_ttl(store: RedisJobStore, store_settings: StoreSettings) -> None:
+    await store.create(job("t1", codec.QUEUED), "ttl-key")
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(store_settings.redis_url)
+    ttl = await client.pttl(store.job_key("t1"))
+    await client.aclose()
+    assert 0 < ttl <= store_settings.job_ttl_s * 1000
+
+
+async def test_batch_statistics_and_statuses(store: RedisJobStore) -> None:
+    await store.create_many([job("s1", codec.QUEUED), job("s2", codec.QUEUED)])
+    written = await store.transition_many(
+        [job("s1", codec.DONE), job("s2", codec.DONE)],
+        BatchRecord(
+            worker="w1",
+            size=2,
+            real_tokens=10,
+            padded_tokens=12,
+            inference_ms=5.0,
+            close_reason="BATCH_CLOSE_REASON_DRAINED",
+        ),
+    )
+    assert written == [True, True]
+    assert await store.statuses(["s1", "s2", "nope"]) == [codec.DONE, codec.DONE, None]
+    stats = await store.stats()
+    assert stats.batch_sizes == {2: 1}
+    assert stats.workers["w1"].padded_tokens == 12
+    assert stats.close_reasons == {"BATCH_CLOSE_REASON_DRAINED": 1}
+
+
+async def test_discard_removes_record_and_its_idempotency_key(store: RedisJobStore) -> None:
+    await store.create(job("d1", codec.QUEUED), "dk")
+    await store.discard("d1", "dk")
+    assert await store.get("d1") is None
+    fresh, created = await store.create(job("d2", codec.QUEUED), "dk")
+    assert created and fresh.job_id == "d2"

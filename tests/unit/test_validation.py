@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from batchline.errors import InvalidArgument
+from batchline.v1 import job_pb2
+from ingress import validation
+
+
+@pytest.mark.parametrize("text", ["a", " a ", "x" * 2000, "  " + "y" * 2000 + "\n"])
+def test_acceptable_texts_are_trimmed(text: str) -> None:
+    assert validation.clean_text(text, "text", 2000) == text.strip()
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("", "at least 1"), ("   \n\t", "at least 1"), ("x" * 2001, "at most 2000"), ("a\x00b", "NUL")],
+)
+def test_bad_texts_name_the_field_and_why(text: str, why: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        validation.clean_text(text, "text", 2000)
+    [(field, description)] = caught.value.violations
+    assert field == "text"
+    assert why in description
+
+
+def test_batch_reports_every_bad_text_with_its_index() -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        validation.clean_texts(["ok", "", "fine", "z" * 2001], max_items=256, max_chars=2000)
+    assert [f for f, _ in caught.value.violations] == ["texts[1]", "texts[3]"]
+
+
+@pytest.mark.parametrize("count", [0, 257])
+def test_batch_size_is_bounded(count: int) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        validation.clean_texts(["a"] * count, max_items=256, max_chars=2000)
+    assert caught.value.violations[0][0] == "texts"
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        (job_pb2.SubmitOptions(priority=11), "options.priority"),
+        (job_pb2.SubmitOptions(timeout=Duration(seconds=-1)), "options.timeout"),
+        (job_pb2.SubmitOptions(timeout=Duration(seconds=90_000)), "options.timeout"),
+    ],
+)
+def test_bad_options(options: job_pb2.SubmitOptions, field: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        validation.check_options(options)
+    assert caught.value.violations[0][0] == field
+
+
+def test_good_options_pass() -> None:
+    validation.check_options(job_pb2.SubmitOptions(priority=-10, timeout=Duration(seconds=5)))
