@@ -58,6 +58,7 @@ format: install ## apply ruff fixes and formatting
 
 typecheck: install ## mypy, strict on our code
 	$(BIN)/mypy
+	$(BIN)/mypy scripts
 
 test: install ## every test: unit, integration (RabbitMQ + Redis), end-to-end
 	$(BIN)/pytest
@@ -76,10 +77,10 @@ run: install ## the whole system in one process (in-memory queue and store); Ctr
 	$(PY) -m embedded
 
 up: install ## ingress, stream and batcher as processes against local RabbitMQ and Redis
-	$(PY) -m batchline.devstack up
+	$(PY) scripts/devstack.py up
 
 down: ## stop what `make up` started
-	$(PY) -m batchline.devstack down
+	$(PY) scripts/devstack.py down
 
 bench: install ## open-loop load: Submit throughput and end-to-end latency (writes docs/benchmarks/)
 	$(PY) -m bench

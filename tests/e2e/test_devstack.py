@@ -1,0 +1,66 @@
+"""`make up` / `make down`: the distributed topology as processes, ready when it says so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.e2e.test_readme import free_port
+
+
+def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], tmp_path: Path) -> None:
+    ports = [free_port() for _ in range(4)]
+    env = {
+        **os.environ,
+        **service_env,
+        "INGRESS_PORT": str(ports[0]),
+        "STREAM_PORT": str(ports[1]),
+        "BATCHER_HEALTH_PORT": str(ports[2]),
+        "BATCHER_REPLICAS": "2",
+        "DEVSTACK_DIR": str(tmp_path),
+    }
+    env.pop("HOST", None)
+    script = [sys.executable, str(ROOT / "scripts" / "devstack.py")]
+    try:
+        up = subprocess.run([*script, "up"], env=env, capture_output=True, text=True, timeout=180)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert up.stdout.strip().endswith("ready")
+        assert "batcher-2" in up.stdout
+        again = subprocess.run([*script, "up"], env=env, capture_output=True, text=True, timeout=30)
+        assert again.returncode == 1 and "already up" in again.stderr
+        demo = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "demo.py"),
+                "--target",
+                f"127.0.0.1:{ports[0]}",
+                "--stream-target",
+                f"127.0.0.1:{ports[1]}",
+                "a lovely day",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert demo.returncode == 0, demo.stderr
+        assert "POSITIVE" in demo.stdout
+    finally:
+        down = subprocess.run([*script, "down"], env=env, capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert not (tmp_path / "pids.json").exists()
+
+
+def test_up_names_the_missing_dependency(tmp_path: Path) -> None:
+    env = {**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0", "DEVSTACK_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "devstack.py"), "up"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert "REDIS_URL=redis://127.0.0.1:1/0 is not reachable" in result.stderr
