@@ -83,7 +83,7 @@ down: ## stop what `make up` started
 	$(PY) scripts/devstack.py down
 
 bench: install ## open-loop load: Submit throughput and end-to-end latency (writes docs/benchmarks/)
-	$(PY) -m bench
+	$(PY) -m bench --stack local --rate 50 200 400 --duration 10 --repeats 3
 
 clean: ## remove the venv, node_modules and caches
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .run

@@ -89,7 +89,7 @@ def _banner(port: int) -> None:
     print(
         f"\nBatchline is ready (embedded: in-memory queue and store).\n"
         f"  gRPC  127.0.0.1:{port}  batchline.v1.InferenceService, batchline.v1.JobStreamService\n"
-        f'  try   .venv/bin/python scripts/demo.py --target 127.0.0.1:{port} "I loved it"\n'
+        f'  try   .venv/bin/batchline --target 127.0.0.1:{port} submit --watch "I loved it"\n'
         f"  stop  Ctrl-C\n",
         flush=True,
     )

@@ -34,11 +34,13 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         demo = subprocess.run(
             [
                 sys.executable,
-                str(ROOT / "scripts" / "demo.py"),
+                str(Path(sys.executable).parent / "batchline"),
                 "--target",
                 f"127.0.0.1:{ports[0]}",
                 "--stream-target",
                 f"127.0.0.1:{ports[1]}",
+                "submit",
+                "--watch",
                 "a lovely day",
             ],
             capture_output=True,

@@ -26,7 +26,7 @@ def readme_commands() -> list[str]:
 def test_readme_quick_start_runs(services: list[Service], clean_env: None) -> None:
     commands = readme_commands()
     assert "make run" in commands and "make test" in commands
-    [demo] = [c for c in commands if "scripts/demo.py" in c]
+    [demo] = [c for c in commands if c.startswith(".venv/bin/batchline") and " submit " in c]
     port = free_port()
     run = Service("make run", {"PORT": str(port), "MODEL_BACKEND": "auto"}, argv=["make", "-s", "run"])
     services.append(run)

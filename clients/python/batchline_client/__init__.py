@@ -1,0 +1,1 @@
+"""Batchline's Python client and the `batchline` command line."""
