@@ -262,3 +262,23 @@ async def test_redis_down_means_unavailable_fast(make_pipeline: MakePipeline) ->
         await pipeline.inference.Submit(submit("anyone there?"))
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert time.perf_counter() - started < 3.0
+
+
+async def test_the_next_batch_fills_while_the_model_computes(make_pipeline: MakePipeline) -> None:
+    """Invariant 6: the forward pass runs in the model thread, so the event loop keeps
+    receiving deliveries while it computes."""
+    model = RecordingModel()
+    model.gate = threading.Event()
+    pipeline = await make_pipeline(model=model)
+    first = await pipeline.inference.Submit(submit("first alone"))
+    await pipeline.wait_status(first.job_id, codec.RUNNING)
+    rest = (await pipeline.inference.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=["next"] * 10))).jobs
+
+    async def all_delivered() -> bool:  # no ready messages: all ten reached the batcher mid-pass
+        return (await pipeline.inference.GetStats(inference_pb2.GetStatsRequest())).queue_depth == 0
+
+    await wait_for(all_delivered, 10, what="deliveries while the first pass is blocked")
+    model.gate.set()
+    for answer in rest:
+        await pipeline.wait_status(answer.job_id, codec.DONE)
+    assert model.batch_sizes == [1, 10]

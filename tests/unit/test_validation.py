@@ -54,3 +54,12 @@ def test_bad_options(options: job_pb2.SubmitOptions, field: str) -> None:
 
 def test_good_options_pass() -> None:
     validation.check_options(job_pb2.SubmitOptions(priority=-10, timeout=Duration(seconds=5)))
+
+
+def test_prefetch_below_four_batches_is_refused() -> None:
+    from batcher.settings import BatcherSettings
+    from batchline.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="PREFETCH=32"):
+        BatcherSettings.from_env({"MAX_BATCH_SIZE": "16", "PREFETCH": "32"})
+    assert BatcherSettings.from_env({"MAX_BATCH_SIZE": "8"}).prefetch == 32
