@@ -7,14 +7,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from batchline.lifecycle import wait_until_serving
 
 
 @dataclass(frozen=True)
@@ -27,23 +25,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def wait_serving(target: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(target) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            try:
-                if (
-                    stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status
-                    == health_pb2.HealthCheckResponse.SERVING
-                ):
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.2)
-    raise RuntimeError(f"{target} did not become SERVING within {timeout_s}s")
 
 
 @contextmanager
@@ -82,12 +63,12 @@ def start(kind: str, env: dict[str, str]) -> Iterator[Targets]:
             }
             spawn("ingress", {**shared, "INGRESS_PORT": str(ports[0])})
             spawn("stream", {**shared, "STREAM_PORT": str(ports[1])})
-            wait_serving(f"127.0.0.1:{ports[0]}")  # the queue exists before the batcher consumes
+            wait_until_serving(f"127.0.0.1:{ports[0]}")  # the queue exists before the batcher consumes
             spawn("batcher", {**shared, "BATCHER_HEALTH_PORT": str(ports[2]), "WORKER_NAME": "bench-batcher"})
-            wait_serving(f"127.0.0.1:{ports[2]}")
+            wait_until_serving(f"127.0.0.1:{ports[2]}")
             targets = Targets(f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}")
-        wait_serving(targets.ingress)
-        wait_serving(targets.stream)
+        wait_until_serving(targets.ingress)
+        wait_until_serving(targets.stream)
         yield targets
     finally:
         for process in processes:

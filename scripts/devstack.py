@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from batchline.lifecycle import is_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("DEVSTACK_DIR", ROOT / ".run"))
@@ -56,15 +55,6 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def serving(port: int) -> bool:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
-        except grpc.RpcError:
-            return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 def up() -> None:
@@ -106,7 +96,7 @@ def up() -> None:
     waiting = dict(started)
     while waiting and time.monotonic() < deadline:
         for name, info in list(waiting.items()):
-            if serving(int(str(info["port"]))):
+            if is_serving(f"127.0.0.1:{info['port']}"):
                 print(f"  {name:<10} SERVING on :{info['port']}  (log {info['log']})", flush=True)
                 del waiting[name]
             elif not alive(int(str(info["pid"]))):

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Callable, Iterable
 
 import grpc
@@ -98,3 +99,24 @@ async def watch_dependencies(
             serving = ok
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)
+
+
+def is_serving(target: str, timeout_s: float = 1.0) -> bool:
+    """True when the gRPC server at `target` answers health SERVING (a blocking client call)."""
+    with grpc.insecure_channel(target) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=timeout_s
+            )
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == SERVING)
+
+
+def wait_until_serving(target: str, timeout_s: float = 60.0) -> None:
+    """Block until `target` is SERVING; RuntimeError after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not is_serving(target):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{target} did not become SERVING within {timeout_s:.0f}s")
+        time.sleep(0.1)

@@ -5,35 +5,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import signal
-import time
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from batchline import codec
+from batchline.lifecycle import wait_until_serving
 from batchline.redis_store import RedisJobStore
 from batchline.settings import StoreSettings
 from batchline.v1 import inference_pb2, inference_pb2_grpc, stream_pb2, stream_pb2_grpc
 from tests.e2e.conftest import Service
 from tests.helpers import wait_for
-
-
-def wait_serving(target: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(target) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            try:
-                if (
-                    health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
-                    == health_pb2.HealthCheckResponse.SERVING
-                ):
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.1)
-    raise AssertionError(f"{target} never became SERVING")
 
 
 def start_stack(services: list[Service], env: dict[str, str], batcher_env: dict[str, str]) -> tuple[str, str]:
@@ -43,7 +25,7 @@ def start_stack(services: list[Service], env: dict[str, str], batcher_env: dict[
     services.append(Service("batcher", {**env, **batcher_env}))
     targets = f"127.0.0.1:{ingress.port()}", f"127.0.0.1:{stream.port()}"
     for target in targets:
-        wait_serving(target)
+        wait_until_serving(target)
     services[-1].wait_log("consuming")
     return targets
 
