@@ -71,8 +71,6 @@ class BatcherSettings:
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     # gRPC health port (0 = do not serve health).
     health_port: int = 0
-    # On SIGTERM, how long the batch in progress may finish before the process exits.
-    shutdown_grace_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.prefetch < 4 * self.max_batch_size:
@@ -93,5 +91,4 @@ class BatcherSettings:
             prefetch=env_int(env, "PREFETCH", 4 * max_batch_size, minimum=1),
             worker=env_str(env, "WORKER_NAME", f"{socket.gethostname()}-{os.getpid()}"),
             health_port=env_int(env, "BATCHER_HEALTH_PORT", 0, minimum=0),
-            shutdown_grace_s=env_float(env, "SHUTDOWN_GRACE_S", 30.0, minimum=0),
         )
