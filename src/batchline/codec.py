@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -71,10 +70,6 @@ def ts_from_seconds(seconds: float) -> Timestamp:
 def seconds(ts: Timestamp) -> float:
     """Unix time in seconds of a Timestamp (0.0 when unset)."""
     return ts.seconds + ts.nanos / 1e9
-
-
-def wall_time() -> float:
-    return time.time()
 
 
 def queued_job(task: job_pb2.InferenceTask) -> Job:

@@ -135,7 +135,7 @@ def _wrap_unary(behaviour: Any, method: str) -> Any:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
             return await behaviour(request, context)
-        except (BatchlineError, Exception) as exc:
+        except Exception as exc:
             if _is_abort(exc):
                 raise
             await _abort(context, exc, method)
@@ -148,7 +148,7 @@ def _wrap_stream(behaviour: Any, method: str) -> Any:
         try:
             async for response in behaviour(request, context):
                 yield response
-        except (BatchlineError, Exception) as exc:
+        except Exception as exc:
             if _is_abort(exc):
                 raise
             await _abort(context, exc, method)

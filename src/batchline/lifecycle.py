@@ -7,7 +7,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import grpc
 from grpc import aio
@@ -76,7 +76,10 @@ class GrpcServer:
 
 
 async def watch_dependencies(
-    server: GrpcServer, checks: Iterable[Callable[[], object]], stop: asyncio.Event, every_s: float = 1.0
+    server: GrpcServer,
+    checks: Iterable[Callable[[], Awaitable[None]]],
+    stop: asyncio.Event,
+    every_s: float = 1.0,
 ) -> None:
     """Keep health in step with the dependencies: SERVING only while every check passes."""
     checks = list(checks)
@@ -85,9 +88,7 @@ async def watch_dependencies(
         ok = True
         for check in checks:
             try:
-                result = check()
-                if asyncio.iscoroutine(result):
-                    await result
+                await check()
             except Exception as exc:
                 ok = False
                 if serving is not False:

@@ -9,12 +9,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
 from batchline.settings import BrokerSettings, StoreSettings
+
+T = TypeVar("T")
 
 
 class Service:
@@ -50,31 +52,30 @@ class Service:
 
     def wait_log(self, needle: str, timeout_s: float = 60) -> dict[str, Any]:
         """The first JSON log event whose message contains `needle`."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for event in self.events():
-                if needle in event.get("msg", ""):
-                    return event
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(
-            f"{self.module} never logged {needle!r}; output:\n" + "\n".join(self.lines[-40:])
+        return self._wait(
+            lambda: next((e for e in self.events() if needle in e.get("msg", "")), None),
+            f"log {needle!r}",
+            timeout_s,
         )
 
     def wait_line(self, needle: str, timeout_s: float = 120) -> str:
         """The first output line (JSON or not) that contains `needle`."""
+        return self._wait(
+            lambda: next((line for line in list(self.lines) if needle in line), None),
+            f"print {needle!r}",
+            timeout_s,
+        )
+
+    def _wait(self, find: Callable[[], T | None], what: str, timeout_s: float) -> T:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if needle in line:
-                    return line
+            found = find()
+            if found is not None:
+                return found
             if self.process.poll() is not None:
                 break
             time.sleep(0.05)
-        raise AssertionError(
-            f"{self.module} never printed {needle!r}; output:\n" + "\n".join(self.lines[-40:])
-        )
+        raise AssertionError(f"{self.module} did not {what}; output:\n" + "\n".join(self.lines[-40:]))
 
     def port(self) -> int:
         return int(self.wait_log("listening")["port"])
