@@ -10,7 +10,7 @@ NODE_BIN := node_modules/.bin
 GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
 PROTOS := $(wildcard proto/batchline/v1/*.proto)
 
-.PHONY: help install gen check-gen lint format typecheck test test-unit test-integration test-e2e run up down bench clean
+.PHONY: help install gen check-gen lint format typecheck test test-unit test-integration test-e2e test-contract run up down env bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -47,10 +47,13 @@ check-gen: gen ## fail if generated code differs from what is committed
 	  || { echo "generated files are not committed: run 'make gen' and commit"; exit 1; }
 
 # --- quality --------------------------------------------------------------------------------------
-lint: install ## ruff lint + format check, buf lint
+lint: install ## ruff lint + format check, buf lint, Envoy config, compose file, Dockerfiles
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(NODE_BIN)/buf lint
+	$(BIN)/envoy --mode validate -c envoy/envoy.yaml --log-level warn
+	$(BIN)/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
+	$(BIN)/hadolint docker/*.Dockerfile
 
 format: install ## apply ruff fixes and formatting
 	$(BIN)/ruff check --fix .
@@ -72,15 +75,21 @@ test-integration: install
 test-e2e: install
 	$(BIN)/pytest -m e2e
 
-# --- running --------------------------------------------------------------------------------------
-run: install ## the whole system in one process (in-memory queue and store); Ctrl-C stops it
-	$(PY) -m embedded
+test-contract: install
+	$(BIN)/pytest -m contract
 
-up: install ## ingress, stream and batcher as processes against local RabbitMQ and Redis
+# --- running --------------------------------------------------------------------------------------
+run: install ## the whole system: one process (in-memory queue and store) behind Envoy; Ctrl-C stops it
+	$(PY) scripts/devstack.py run
+
+up: install ## ingress, stream, batcher(s) and Envoy as processes against local RabbitMQ and Redis
 	$(PY) scripts/devstack.py up
 
 down: ## stop what `make up` started
 	$(PY) scripts/devstack.py down
+
+env: ## write .env for docker compose from .env.example, with random passwords
+	$(PY) scripts/make_env.py
 
 bench: install ## open-loop load: Submit throughput and end-to-end latency (writes docs/benchmarks/)
 	$(PY) -m bench --stack local --rate 50 200 400 --duration 10 --repeats 3

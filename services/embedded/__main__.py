@@ -1,6 +1,7 @@
 """`python -m embedded`: the whole pipeline in one process, no servers needed.
 
-With AMQP_URL and REDIS_URL set, run the services on their own instead (`make up`).
+`make run` starts it behind Envoy (scripts/devstack.py). With AMQP_URL and REDIS_URL set, run
+the services on their own instead (`make up`).
 """
 
 from __future__ import annotations
@@ -82,17 +83,7 @@ async def _main() -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
     port = env_int(os.environ, "PORT", names.EMBEDDED_PORT, minimum=0)
-    await serve(stop, port=port, model=None, on_ready=_banner)
-
-
-def _banner(port: int) -> None:
-    print(
-        f"\nBatchline is ready (embedded: in-memory queue and store).\n"
-        f"  gRPC  127.0.0.1:{port}  batchline.v1.InferenceService, batchline.v1.JobStreamService\n"
-        f'  try   .venv/bin/batchline --target 127.0.0.1:{port} submit --watch "I loved it"\n'
-        f"  stop  Ctrl-C\n",
-        flush=True,
-    )
+    await serve(stop, port=port)
 
 
 def main() -> None:

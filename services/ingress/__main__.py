@@ -17,6 +17,9 @@ from ingress.settings import IngressSettings
 
 log = logging.getLogger("ingress")
 SERVICE_NAME = "batchline.v1.InferenceService"
+# Envoy sends reflection to ingress, so ingress describes the whole public API: a client that
+# knows only Envoy's address can list and call every service (WatchJob is routed to stream).
+DESCRIBED = ["batchline.v1.JobStreamService"]
 
 
 async def serve(
@@ -25,7 +28,7 @@ async def serve(
     """Connect, serve until `stop` is set, drain, close."""
     store = RedisJobStore(settings.store)
     broker = await RabbitBroker.connect(settings.broker, name="batchline-ingress")
-    server = GrpcServer([SERVICE_NAME], host=settings.host, port=settings.port)
+    server = GrpcServer([SERVICE_NAME], host=settings.host, port=settings.port, describe=DESCRIBED)
     servicer = InferenceServicer(settings, store, broker)
     server.add(lambda s: inference_pb2_grpc.add_InferenceServiceServicer_to_server(servicer, s))
     await server.start()

@@ -7,7 +7,9 @@ the `ErrorInterceptor` turns these into gRPC statuses with `google.rpc` details.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -25,6 +27,10 @@ class BatchlineError(Exception):
 
     def details(self) -> Sequence[Any]:
         """google.rpc detail messages to attach."""
+        return ()
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """Extra trailing metadata; through Envoy's transcoder it becomes HTTP headers."""
         return ()
 
 
@@ -70,6 +76,10 @@ class QueueFull(BatchlineError):
         delay.FromNanoseconds(int(self.retry_after_s * 1e9))
         return [error_details_pb2.RetryInfo(retry_delay=delay)]
 
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        # HTTP's Retry-After counts whole seconds; round up so a client never retries early.
+        return (("retry-after", str(max(1, math.ceil(self.retry_after_s)))),)
+
 
 class Unavailable(BatchlineError):
     """A dependency (RabbitMQ, Redis) cannot be reached right now."""
@@ -90,8 +100,15 @@ def to_rpc_status(exc: BatchlineError) -> grpc.Status:
         holder = any_pb2.Any()
         holder.Pack(detail)
         packed.append(holder)
-    status = status_pb2.Status(code=exc.code.value[0], message=str(exc), details=packed)
-    return rpc_status.to_status(status)
+    status = rpc_status.to_status(status_pb2.Status(code=exc.code.value[0], message=str(exc), details=packed))
+    return _Status(status.code, status.details, (*status.trailing_metadata, *exc.metadata()))
+
+
+@dataclass(frozen=True)
+class _Status(grpc.Status):
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple[tuple[str, str | bytes], ...]
 
 
 INTERNAL_STATUS = rpc_status.to_status(status_pb2.Status(code=code_pb2.INTERNAL, message="internal error"))

@@ -38,7 +38,15 @@ def stop_on_signals(stop: asyncio.Event) -> None:
 class GrpcServer:
     """A grpc.aio server with the error boundary, health and reflection wired in."""
 
-    def __init__(self, service_names: Iterable[str], *, host: str = "0.0.0.0", port: int = 0) -> None:
+    def __init__(
+        self,
+        service_names: Iterable[str],
+        *,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        describe: Iterable[str] = (),
+    ) -> None:
+        """Serve `service_names` (health reports each); reflection lists them plus `describe`."""
         self.server = aio.server(
             interceptors=[ErrorInterceptor()],
             options=[
@@ -51,7 +59,7 @@ class GrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.service_names = list(service_names)
         reflection.enable_server_reflection(
-            [*self.service_names, HEALTH_SERVICE, reflection.SERVICE_NAME], self.server
+            [*self.service_names, *describe, HEALTH_SERVICE, reflection.SERVICE_NAME], self.server
         )
         self.port = self.server.add_insecure_port(f"{host}:{port}")
         if self.port == 0:

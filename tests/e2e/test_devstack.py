@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from tests.e2e.test_readme import free_port
 
 
 def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], tmp_path: Path) -> None:
-    ports = [free_port() for _ in range(4)]
+    ports = [free_port() for _ in range(5)]
     env = {
         **os.environ,
         **service_env,
@@ -20,6 +21,8 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         "STREAM_PORT": str(ports[1]),
         "BATCHER_HEALTH_PORT": str(ports[2]),
         "BATCHER_REPLICAS": "2",
+        "ENVOY_PORT": str(ports[4]),
+        "ENVOY_ADMIN_PORT": "0",
         "DEVSTACK_DIR": str(tmp_path),
     }
     env.pop("HOST", None)
@@ -28,17 +31,15 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         up = subprocess.run([*script, "up"], env=env, capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, up.stdout + up.stderr
         assert up.stdout.strip().endswith("ready")
-        assert "batcher-2" in up.stdout
+        assert "batcher-2" in up.stdout and "envoy" in up.stdout
         again = subprocess.run([*script, "up"], env=env, capture_output=True, text=True, timeout=30)
         assert again.returncode == 1 and "already up" in again.stderr
         demo = subprocess.run(
             [
                 sys.executable,
                 str(Path(sys.executable).parent / "batchline"),
-                "--target",
-                f"127.0.0.1:{ports[0]}",
-                "--stream-target",
-                f"127.0.0.1:{ports[1]}",
+                "--target",  # everything through Envoy, as a user would
+                f"127.0.0.1:{ports[4]}",
                 "submit",
                 "--watch",
                 "a lovely day",
@@ -66,3 +67,25 @@ def test_up_names_the_missing_dependency(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "REDIS_URL=redis://127.0.0.1:1/0 is not reachable" in result.stderr
+
+
+def test_run_names_the_taken_port(tmp_path: Path, clean_env: None) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        env = {
+            **os.environ,
+            "ENVOY_PORT": str(taken),
+            "PORT": str(free_port()),
+            "DEVSTACK_DIR": str(tmp_path),
+        }
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "devstack.py"), "run"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert result.returncode == 1
+    assert f"port {taken} (for envoy) is taken; set ENVOY_PORT" in result.stderr

@@ -1,9 +1,8 @@
-"""The README quick start, executed: `make run`, then the demo command it shows."""
+"""The README quick start, executed: `make run`, then every example it shows, then Ctrl-C."""
 
 from __future__ import annotations
 
 import re
-import shlex
 import signal
 import socket
 import subprocess
@@ -18,24 +17,42 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def readme_commands() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
-    return [line.split("#")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+def quick_start_blocks() -> list[str]:
+    """The ```bash blocks of the Quick start section, in order."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.*?)```", section, flags=re.S)
 
 
 def test_readme_quick_start_runs(services: list[Service], clean_env: None) -> None:
-    commands = readme_commands()
-    assert "make run" in commands and "make test" in commands
-    [demo] = [c for c in commands if c.startswith(".venv/bin/batchline") and " submit " in c]
-    port = free_port()
-    run = Service("make run", {"PORT": str(port), "MODEL_BACKEND": "auto"}, argv=["make", "-s", "run"])
+    setup, *examples = quick_start_blocks()
+    commands = [line.split("#")[0].strip() for line in setup.splitlines()]
+    assert commands == ["make run", "make test"]
+    assert len(examples) == 3, "the gRPC, REST and grpc-web examples"
+
+    port, envoy = free_port(), free_port()
+    env = {"PORT": str(port), "ENVOY_PORT": str(envoy), "ENVOY_ADMIN_PORT": "0", "MODEL_BACKEND": "auto"}
+    run = Service("make run", env, argv=["make", "-s", "run"])
     services.append(run)
-    run.wait_line("Batchline is ready")
-    argv = [a.replace("50051", str(port)) for a in shlex.split(demo)]
-    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "POSITIVE" in result.stdout and "NEGATIVE" in result.stdout
-    assert "batch_size=" in result.stdout and "queue_wait=" in result.stdout
-    run.kill(signal.SIGINT)  # Ctrl-C: the pipeline drains and says so
-    run.process.wait(20)
-    run.wait_line("embedded pipeline stopped", timeout_s=5)
+    run.wait_line("ready", timeout_s=180)
+
+    outputs = []
+    for block in examples:
+        script = block.replace("127.0.0.1:8080", f"127.0.0.1:{envoy}")
+        result = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, f"{block}\n{result.stdout}\n{result.stderr}"
+        outputs.append(result.stdout)
+    grpc, rest, grpc_web = outputs
+    assert "POSITIVE" in grpc and "NEGATIVE" in grpc
+    assert "batch_size=" in grpc and "queue_wait=" in grpc
+    assert rest.strip().splitlines()[-1].startswith('{"job":{') and '"JOB_STATUS_DONE"' in rest
+    assert '"status":"DONE"' in grpc_web
+
+    run.kill(signal.SIGINT)  # Ctrl-C: the pipeline drains, Envoy closes, and it says so
+    run.process.wait(40)  # make itself then exits by SIGINT, as make does on Ctrl-C
+    run.wait_line("stopped: embedded pipeline drained, Envoy closed", timeout_s=5)
+    for taken in (port, envoy):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", taken))  # nothing left listening

@@ -32,6 +32,7 @@ class Pipeline:
     stream: stream_pb2_grpc.JobStreamServiceAsyncStub
     model: RecordingModel
     batcher_settings: BatcherSettings
+    ports: dict[str, int]  # "ingress", "stream": where each listens on 127.0.0.1
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _batcher: tuple[asyncio.Event, asyncio.Task[None]] | None = None
 
@@ -117,6 +118,7 @@ async def make_pipeline(
             batcher_settings=BatcherSettings(
                 broker=bsettings, store=ssettings, worker="test-batcher", **(batch or {})
             ),
+            ports=ports,
             _tasks=tasks,
         )
         if batcher:

@@ -1,0 +1,89 @@
+"""envoy/envoy.yaml: valid for the real Envoy, one config for every topology."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from batchline import edge
+from tests.conftest import ROOT
+
+TOPOLOGY = edge.Topology(port=18080, admin_port=0, ingress=("127.0.0.1", 1), stream=("127.0.0.1", 2))
+
+
+def committed() -> dict[str, Any]:
+    return dict(yaml.safe_load(edge.CONFIG.read_text()))
+
+
+def http_filters(config: dict[str, Any]) -> list[dict[str, Any]]:
+    [listener] = config["static_resources"]["listeners"]
+    return list(listener["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"])
+
+
+def validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [edge.envoy_binary(), "--mode", "validate", "-c", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_committed_config_validates_as_compose_runs_it() -> None:
+    result = validate(Path("envoy/envoy.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK" in result.stdout
+
+
+def test_rendered_config_validates(tmp_path: Path) -> None:
+    path = edge.write_config(TOPOLOGY, tmp_path / "envoy.yaml")
+    result = validate(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rendering_changes_addresses_and_the_descriptor_path_only() -> None:
+    rendered = edge.render(TOPOLOGY)
+    expected = copy.deepcopy(committed())
+    expected["admin"]["address"]["socket_address"]["port_value"] = 0
+    [listener] = expected["static_resources"]["listeners"]
+    listener["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": 18080}
+    for cluster, port in zip(expected["static_resources"]["clusters"], (1, 2), strict=True):
+        endpoint = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+        endpoint["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
+    transcoder = next(f for f in http_filters(expected) if f["name"] == edge.TRANSCODER)
+    transcoder["typed_config"]["proto_descriptor"] = str(edge.DESCRIPTOR)
+    assert rendered == expected
+
+
+def test_filters_run_in_the_documented_order() -> None:
+    names = [f["name"] for f in http_filters(committed())]
+    assert names == [
+        "healthz",
+        "readyz",
+        "envoy.filters.http.cors",
+        "envoy.filters.http.grpc_web",
+        edge.TRANSCODER,
+        "envoy.filters.http.router",
+    ]
+
+
+def test_transcoder_prints_proto_names_and_zero_values_and_streams_ndjson() -> None:
+    transcoder = next(f for f in http_filters(committed()) if f["name"] == edge.TRANSCODER)
+    config = transcoder["typed_config"]
+    assert config["convert_grpc_status"] is True
+    assert config["print_options"] == {
+        "preserve_proto_field_names": True,
+        "always_print_primitive_fields": True,
+        "stream_newline_delimited": True,
+    }
+    assert config["request_validation_options"]["reject_unknown_method"] is True
+    assert config["proto_descriptor"] == "envoy/batchline.pb"  # relative: compose's working dir
+
+
+def test_admin_is_bound_to_loopback_only() -> None:
+    assert committed()["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
