@@ -10,7 +10,7 @@ NODE_BIN := node_modules/.bin
 GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
 PROTOS := $(wildcard proto/batchline/v1/*.proto)
 
-.PHONY: help install gen check-gen lint format typecheck test test-unit test-integration test-e2e test-contract run up down env bench clean
+.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-contract run up down env bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -27,6 +27,14 @@ node_modules/.installed: package.json package-lock.json
 	@touch $@
 
 install: $(VENV)/.installed node_modules/.installed ## create .venv and node_modules (only what is missing)
+
+# --- the chat UI: typecheck, unit tests, build ------------------------------------------------------
+WEB_SOURCES := $(shell find clients/web/src clients/web/index.html clients/web/vite.config.ts -type f 2>/dev/null)
+
+clients/web/dist/index.html: $(WEB_SOURCES) node_modules/.installed
+	$(NODE_BIN)/vite build clients/web --logLevel warn
+
+web: install clients/web/dist/index.html ## build the chat UI into clients/web/dist
 
 # --- generated code: Python stubs, TypeScript, Envoy descriptor set ----------------------------
 gen: install ## regenerate code from proto/ (commit the result)
@@ -59,11 +67,13 @@ format: install ## apply ruff fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-typecheck: install ## mypy, strict on our code
+typecheck: install ## mypy, strict on our code; tsc, strict on the UI
 	$(BIN)/mypy
 	$(BIN)/mypy scripts
+	$(NODE_BIN)/tsc -p clients/web/tsconfig.json
 
-test: install ## every test: unit, integration (RabbitMQ + Redis), end-to-end
+test: install web ## every test: UI unit tests, then unit, integration, end-to-end, contract, browser
+	$(NODE_BIN)/vitest run --root clients/web
 	$(BIN)/pytest
 
 test-unit: install
@@ -79,10 +89,10 @@ test-contract: install
 	$(BIN)/pytest -m contract
 
 # --- running --------------------------------------------------------------------------------------
-run: install ## the whole system: one process (in-memory queue and store) behind Envoy; Ctrl-C stops it
+run: install web ## the whole system: one process (in-memory queue and store) behind Envoy; Ctrl-C stops it
 	$(PY) scripts/devstack.py run
 
-up: install ## ingress, stream, batcher(s) and Envoy as processes against local RabbitMQ and Redis
+up: install web ## ingress, stream, batcher(s) and Envoy as processes against local RabbitMQ and Redis
 	$(PY) scripts/devstack.py up
 
 down: ## stop what `make up` started
@@ -95,5 +105,5 @@ bench: install ## open-loop load: Submit throughput and end-to-end latency (writ
 	$(PY) -m bench --stack local --rate 50 200 400 --duration 10 --repeats 3
 
 clean: ## remove the venv, node_modules and caches
-	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .run
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .run clients/web/dist test-artifacts
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

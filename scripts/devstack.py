@@ -1,9 +1,9 @@
 """`make run`, `make up`, `make down`: Batchline as local processes, Envoy in front.
 
 run   the embedded pipeline (one process, in-memory queue and store) behind a real Envoy, in the
-      foreground; Ctrl-C stops everything.
+      foreground, and the chat UI on :3000; Ctrl-C stops everything.
 up    the distributed topology in the background, the same processes docker-compose.yml runs:
-      ingress, stream, BATCHER_REPLICAS batchers and Envoy, against RabbitMQ and Redis
+      ingress, stream, BATCHER_REPLICAS batchers, Envoy and the UI, against RabbitMQ and Redis
       (AMQP_URL, REDIS_URL).
 down  stop what `up` started.
 
@@ -43,6 +43,7 @@ DEFAULTS = {
     "BATCHER_REPLICAS": "1",
     "ENVOY_PORT": "8080",
     "ENVOY_ADMIN_PORT": "9901",
+    "WEB_PORT": "3000",
     "LOG_FORMAT": "json",
 }
 
@@ -92,7 +93,11 @@ def envoy_process(env: dict[str, str], ingress: int, stream: int) -> Process:
     port, admin = int(env["ENVOY_PORT"]), int(env["ENVOY_ADMIN_PORT"])
     config = RUN_DIR / "envoy.yaml"
     topology = edge.Topology(
-        port=port, admin_port=admin, ingress=("127.0.0.1", ingress), stream=("127.0.0.1", stream)
+        port=port,
+        admin_port=admin,
+        ingress=("127.0.0.1", ingress),
+        stream=("127.0.0.1", stream),
+        ui_port=int(env["WEB_PORT"]),
     )
     edge.write_config(topology, config)
     url = f"http://127.0.0.1:{port}"
@@ -102,6 +107,16 @@ def envoy_process(env: dict[str, str], ingress: int, stream: int) -> Process:
         port,
         "ENVOY_PORT",
         ready=lambda: edge.http_status(f"{url}/readyz") == 200,
+    )
+
+
+def web_process(env: dict[str, str]) -> Process:
+    """The chat UI (clients/web/dist, built by `make web`), told where Envoy is."""
+    port = int(env["WEB_PORT"])
+    api = f"http://127.0.0.1:{env['ENVOY_PORT']}"
+    argv = [sys.executable, "-m", "batchline.webui", "--port", str(port), "--api", api]
+    return Process(
+        "web", argv, port, "WEB_PORT", ready=lambda: edge.http_status(f"http://127.0.0.1:{port}/") == 200
     )
 
 
@@ -188,6 +203,7 @@ def banner(env: dict[str, str], mode: str) -> str:
     envoy = f"127.0.0.1:{env['ENVOY_PORT']}"
     return (
         f"\nBatchline is ready ({mode}).\n"
+        f"  chat UI                http://localhost:{env['WEB_PORT']}\n"
         f"  REST, grpc-web, gRPC   http://{envoy}   (Envoy; health /healthz, readiness /readyz)\n"
         f'  try   curl -s -X POST http://{envoy}/v1/infer -d \'{{"text": "I loved it"}}\'\n'
         f'        .venv/bin/batchline --target {envoy} submit --watch "I loved it"\n'
@@ -205,6 +221,7 @@ def run() -> None:
     processes = [
         python_process("embedded", "embedded", port, "PORT"),
         envoy_process(env, port, port),
+        web_process(env),
     ]
     stopping = False
 
@@ -231,7 +248,7 @@ def run() -> None:
     codes = {p.name: p.popen.wait() for p in processes if p.popen is not None}
     if any(codes.values()):
         fail(f"stopped, not cleanly: exit codes {codes}; see the logs in {RUN_DIR}")
-    print("stopped: embedded pipeline drained, Envoy closed", flush=True)
+    print("stopped: embedded pipeline drained, Envoy and the UI closed", flush=True)
 
 
 def up_plan(env: dict[str, str]) -> list[Process]:
@@ -252,7 +269,7 @@ def up_plan(env: dict[str, str]) -> list[Process]:
         )
         for i in range(int(env["BATCHER_REPLICAS"]))
     ]
-    processes.append(envoy_process(env, ingress, stream))
+    processes += [envoy_process(env, ingress, stream), web_process(env)]
     return processes
 
 

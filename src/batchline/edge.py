@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "envoy" / "envoy.yaml"
 DESCRIPTOR = ROOT / "envoy" / "batchline.pb"
 TRANSCODER = "envoy.filters.http.grpc_json_transcoder"
+CORS = "envoy.filters.http.cors"
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,16 @@ class Topology:
     admin_port: int = 9901  # 0 picks a free one
     ingress: tuple[str, int] = ("127.0.0.1", 50051)
     stream: tuple[str, int] = ("127.0.0.1", 50052)
+    ui_port: int = 3000  # CORS admits the UI's origin on this port
+
+
+def ui_origins(port: int) -> list[dict[str, str]]:
+    return [{"exact": f"http://localhost:{port}"}, {"exact": f"http://127.0.0.1:{port}"}]
 
 
 def render(topology: Topology, source: Path = CONFIG) -> dict[str, Any]:
-    """The committed config with this topology's addresses; every other setting untouched."""
+    """The committed config with this topology's addresses (listener, upstreams, admin, the UI's
+    origin for CORS) and the descriptor's absolute path; every other setting untouched."""
     config: dict[str, Any] = yaml.safe_load(source.read_text())
     config["admin"]["address"]["socket_address"]["port_value"] = topology.admin_port
     [listener] = config["static_resources"]["listeners"]
@@ -49,6 +56,8 @@ def render(topology: Topology, source: Path = CONFIG) -> dict[str, Any]:
         [endpoint] = group["lb_endpoints"]
         endpoint["endpoint"]["address"]["socket_address"] = {"address": host, "port_value": port}
     [manager] = listener["filter_chains"][0]["filters"]
+    [host] = manager["typed_config"]["route_config"]["virtual_hosts"]
+    host["typed_per_filter_config"][CORS]["allow_origin_string_match"] = ui_origins(topology.ui_port)
     for http_filter in manager["typed_config"]["http_filters"]:
         if http_filter["name"] == TRANSCODER:
             http_filter["typed_config"]["proto_descriptor"] = str(DESCRIPTOR)

@@ -13,7 +13,7 @@ from tests.e2e.test_readme import free_port
 
 
 def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], tmp_path: Path) -> None:
-    ports = [free_port() for _ in range(5)]
+    ports = [free_port() for _ in range(6)]
     env = {
         **os.environ,
         **service_env,
@@ -23,6 +23,7 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         "BATCHER_REPLICAS": "2",
         "ENVOY_PORT": str(ports[4]),
         "ENVOY_ADMIN_PORT": "0",
+        "WEB_PORT": str(ports[5]),
         "DEVSTACK_DIR": str(tmp_path),
     }
     env.pop("HOST", None)
@@ -31,7 +32,7 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         up = subprocess.run([*script, "up"], env=env, capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, up.stdout + up.stderr
         assert up.stdout.strip().endswith("ready")
-        assert "batcher-2" in up.stdout and "envoy" in up.stdout
+        assert "batcher-2" in up.stdout and "envoy" in up.stdout and "web" in up.stdout
         again = subprocess.run([*script, "up"], env=env, capture_output=True, text=True, timeout=30)
         assert again.returncode == 1 and "already up" in again.stderr
         demo = subprocess.run(

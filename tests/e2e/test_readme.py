@@ -30,11 +30,17 @@ def test_readme_quick_start_runs(services: list[Service], clean_env: None) -> No
     assert commands == ["make run", "make test"]
     assert len(examples) == 3, "the gRPC, REST and grpc-web examples"
 
-    port, envoy = free_port(), free_port()
-    env = {"PORT": str(port), "ENVOY_PORT": str(envoy), "ENVOY_ADMIN_PORT": "0", "MODEL_BACKEND": "auto"}
+    port, envoy, web = free_port(), free_port(), free_port()
+    env = {
+        "PORT": str(port),
+        "ENVOY_PORT": str(envoy),
+        "ENVOY_ADMIN_PORT": "0",
+        "WEB_PORT": str(web),
+        "MODEL_BACKEND": "auto",
+    }
     run = Service("make run", env, argv=["make", "-s", "run"])
     services.append(run)
-    run.wait_line("ready", timeout_s=180)
+    run.wait_line("Batchline is ready", timeout_s=180)
 
     outputs = []
     for block in examples:
@@ -52,7 +58,8 @@ def test_readme_quick_start_runs(services: list[Service], clean_env: None) -> No
 
     run.kill(signal.SIGINT)  # Ctrl-C: the pipeline drains, Envoy closes, and it says so
     run.process.wait(40)  # make itself then exits by SIGINT, as make does on Ctrl-C
-    run.wait_line("stopped: embedded pipeline drained, Envoy closed", timeout_s=5)
-    for taken in (port, envoy):
+    run.wait_line("stopped: embedded pipeline drained, Envoy and the UI closed", timeout_s=5)
+    for taken in (port, envoy, web):
         with socket.socket() as s:
-            s.bind(("127.0.0.1", taken))  # nothing left listening
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is fine, a listener is not
+            s.bind(("127.0.0.1", taken))

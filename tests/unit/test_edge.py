@@ -12,7 +12,9 @@ import yaml
 from batchline import edge
 from tests.conftest import ROOT
 
-TOPOLOGY = edge.Topology(port=18080, admin_port=0, ingress=("127.0.0.1", 1), stream=("127.0.0.1", 2))
+TOPOLOGY = edge.Topology(
+    port=18080, admin_port=0, ingress=("127.0.0.1", 1), stream=("127.0.0.1", 2), ui_port=13000
+)
 
 
 def committed() -> dict[str, Any]:
@@ -57,7 +59,20 @@ def test_rendering_changes_addresses_and_the_descriptor_path_only() -> None:
         endpoint["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
     transcoder = next(f for f in http_filters(expected) if f["name"] == edge.TRANSCODER)
     transcoder["typed_config"]["proto_descriptor"] = str(edge.DESCRIPTOR)
+    [host] = listener["filter_chains"][0]["filters"][0]["typed_config"]["route_config"]["virtual_hosts"]
+    host["typed_per_filter_config"][edge.CORS]["allow_origin_string_match"] = [
+        {"exact": "http://localhost:13000"},
+        {"exact": "http://127.0.0.1:13000"},
+    ]
     assert rendered == expected
+
+
+def test_default_ui_origin_is_the_committed_one() -> None:
+    [host] = committed()["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0][
+        "typed_config"
+    ]["route_config"]["virtual_hosts"]
+    cors = host["typed_per_filter_config"][edge.CORS]
+    assert cors["allow_origin_string_match"] == edge.ui_origins(edge.Topology().ui_port)
 
 
 def test_filters_run_in_the_documented_order() -> None:

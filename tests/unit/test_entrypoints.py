@@ -1,14 +1,17 @@
-"""Small entry points at the system's edges: error metadata, health probe, weight fetching."""
+"""Small entry points at the system's edges: error metadata, health probe, weight fetching, UI server."""
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from batcher import fetch
-from batchline import healthcheck
+from batchline import healthcheck, webui
 from batchline.errors import QueueFull, to_rpc_status
 
 
@@ -35,3 +38,25 @@ def test_fetch_fails_clearly_without_the_hub(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert fetch.main(["--model-id", "no-such/model", "--to", str(tmp_path / "m")]) == 1
     assert "could not download no-such/model" in capsys.readouterr().err
+
+
+def test_webui_serves_the_app_and_tells_it_where_envoy_is(tmp_path: Path) -> None:
+    (tmp_path / "index.html").write_text("<!doctype html><title>chat</title>")
+    server = webui.serve(0, "http://127.0.0.1:18080", tmp_path)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with urllib.request.urlopen(f"{base}/config.json", timeout=5) as reply:
+            assert reply.headers["cache-control"] == "no-store"
+            assert json.loads(reply.read()) == {"api": "http://127.0.0.1:18080"}
+        with urllib.request.urlopen(f"{base}/", timeout=5) as reply:
+            assert b"<title>chat</title>" in reply.read()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_webui_refuses_to_start_without_a_build(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="build the UI first"):
+        webui.serve(0, "http://127.0.0.1:8080", tmp_path)

@@ -12,7 +12,7 @@ import { JobStatus } from "../src/gen/batchline/v1/job_pb.ts";
 import { BadRequestSchema } from "../src/gen/google/rpc/error_details_pb.ts";
 
 const [baseUrl, scenario, ...args] = process.argv.slice(2);
-const transport = createGrpcWebTransport({ baseUrl });
+const transport = createGrpcWebTransport({ baseUrl: baseUrl ?? "" });
 const inference = createClient(InferenceService, transport);
 const stream = createClient(JobStreamService, transport);
 const emit = (value: unknown) => console.log(JSON.stringify(value));
