@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from batcher.model import BatchOutput
+from batcher.model import BatchOutput, Encoded
 from batcher.simulated import SimulatedModel
 
 
@@ -43,13 +43,13 @@ class RecordingModel(SimulatedModel):
         self.gate: threading.Event | None = None  # when set up, each pass waits for it
         self._lock = threading.Lock()
 
-    def predict(self, texts: Sequence[str]) -> BatchOutput:
+    def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
         if self.gate is not None:
             self.gate.wait(timeout=30)
-        if any(self.POISON in t for t in texts):
+        if any(self.POISON in e.text for e in batch):
             raise ValueError("poison input")
-        output = super().predict(texts)
+        output = super().predict(batch)
         with self._lock:
-            self.computed.extend(texts)
-            self.batch_sizes.append(len(texts))
+            self.computed.extend(e.text for e in batch)
+            self.batch_sizes.append(len(batch))
         return output

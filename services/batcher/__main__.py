@@ -20,21 +20,25 @@ log = logging.getLogger("batcher")
 async def serve(settings: BatcherSettings, stop: asyncio.Event, model: Model | None = None) -> None:
     """Load and warm the model, then consume until `stop`; finish the batch in progress."""
     model = model or load_model(settings.model)
-    await asyncio.to_thread(model.warm_up)
     store = RedisJobStore(settings.store)
     broker = await RabbitBroker.connect(settings.broker, name=f"batchline-batcher-{settings.worker}")
     batcher = Batcher(settings, store, broker, model)
+    await batcher.warm_up()  # before health can say SERVING
     health = None
     if settings.health_port:
         health = GrpcServer(["batchline.batcher"], port=settings.health_port)
         await health.start()
     log.info(
-        "batcher %s consuming %s with model %s (batch %d, wait %.0f ms, prefetch %d)",
+        "batcher %s consuming %s with model %s (batch %d, wait %s, token budget %d, %s, prefetch %d)",
         settings.worker,
         settings.broker.queue,
         model.name,
         settings.max_batch_size,
-        settings.max_wait_ms,
+        f"auto up to {settings.max_wait_ms:.0f} ms"
+        if settings.adaptive_wait
+        else f"{settings.max_wait_ms:.0f} ms",
+        settings.max_batch_tokens,
+        "length-aware" if settings.length_aware else "FIFO",
         settings.prefetch,
     )
     try:

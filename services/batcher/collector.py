@@ -1,15 +1,35 @@
-"""Batch formation: a pure function over the waiting jobs and a clock.
+"""Batch formation: a pure function over the waiting jobs, a clock and a load forecast.
 
 It never touches a queue, a socket or the time itself, so every rule is unit-tested on its own.
+
+The rules, in order:
+1. A job whose deadline has passed is dropped (the batcher fails it, never computes it).
+2. Order by urgency: priority, raised by one level per `aging_s` waited so nothing starves;
+   then earliest deadline; then arrival. The most urgent job seeds the next batch.
+3. Fill the batch from the `pool` most urgent jobs, nearest token length to the seed first
+   (length-aware), so a batch pads little; a candidate that would push size x longest past the
+   token budget is skipped. The seed always runs, even alone, even over budget.
+4. Close when full (SIZE) or when the budget stops it growing (TOKENS). Otherwise: greedy runs
+   at once (DRAINED); a fixed window runs once the oldest has waited `max_wait_s` (WAIT); the
+   adaptive mode waits only while the measured arrival rate says the batch would fall behind
+   the arrivals if run now, and only as long as that rate says the batch takes to fill. Any
+   mode closes early when waiting longer would miss the nearest deadline (DEADLINE).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from batchline.v1 import job_pb2
+
+SIZE = job_pb2.BATCH_CLOSE_REASON_SIZE
+TOKENS = job_pb2.BATCH_CLOSE_REASON_TOKENS
+WAIT = job_pb2.BATCH_CLOSE_REASON_WAIT
+DRAINED = job_pb2.BATCH_CLOSE_REASON_DRAINED
+DEADLINE = job_pb2.BATCH_CLOSE_REASON_DEADLINE
 
 
 class Waiting(Protocol):
@@ -19,33 +39,126 @@ class Waiting(Protocol):
     def arrived_at(self) -> float:
         """Monotonic seconds when the batcher received it."""
 
+    @property
+    def tokens(self) -> int:
+        """Its length in tokens, special tokens included, after truncation."""
+
+    @property
+    def priority(self) -> int:
+        """Higher runs first."""
+
+    @property
+    def deadline(self) -> float | None:
+        """Monotonic seconds by which it must have started, or None."""
+
 
 @dataclass(frozen=True)
 class Policy:
     max_batch_size: int = 16
-    max_wait_s: float = 0.0  # 0 = greedy
+    max_wait_s: float = 0.0  # fixed window; 0 = greedy. With `adaptive`, the longest wait.
+    adaptive: bool = False  # MAX_WAIT_MS=auto
+    max_batch_tokens: int = 0  # budget for size x longest; 0 = no budget
+    length_aware: bool = True
+    pool: int = 64  # how many of the most urgent jobs a batch may be chosen from
+    aging_s: float = 0.1  # one priority level gained per this long waited
+
+
+@dataclass(frozen=True)
+class Load:
+    """What the batcher has measured: arrivals per second and the forward-pass time model."""
+
+    arrival_rate: float
+    forward_s: Callable[[int, int], float]  # (batch size, longest in tokens) -> seconds
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Either run `take` (indices into the waiting list) now, or wait `wait_s` and ask again."""
+    """Run `take` (indices into the waiting list) now, or wait `wait_s` and ask again.
+    `expired` are past their deadline whatever else is decided."""
 
     take: tuple[int, ...] = ()
     close_reason: int = job_pb2.BATCH_CLOSE_REASON_UNSPECIFIED
-    wait_s: float | None = None  # None: nothing is waiting; wait for an arrival
+    wait_s: float | None = None  # None: nothing to wait for but an arrival
+    expired: tuple[int, ...] = ()
 
 
-def next_batch(waiting: Sequence[Waiting], now: float, policy: Policy) -> Decision:
-    """Oldest first: a full batch at once; otherwise run what is there once the oldest job
-    has waited `max_wait_s` (at once in greedy mode)."""
-    if not waiting:
-        return Decision()
-    if len(waiting) >= policy.max_batch_size:
-        return Decision(tuple(range(policy.max_batch_size)), job_pb2.BATCH_CLOSE_REASON_SIZE)
-    everything = tuple(range(len(waiting)))
+def next_batch(waiting: Sequence[Waiting], now: float, policy: Policy, load: Load | None = None) -> Decision:
+    expired = tuple(i for i, w in enumerate(waiting) if w.deadline is not None and w.deadline <= now)
+    live = [i for i in range(len(waiting)) if i not in set(expired)]
+    if not live:
+        return Decision(expired=expired)
+
+    def urgency(i: int) -> tuple[float, float, float]:
+        w = waiting[i]
+        aged = w.priority + (now - w.arrived_at) / policy.aging_s if policy.aging_s > 0 else w.priority
+        return (-aged, w.deadline if w.deadline is not None else math.inf, w.arrived_at)
+
+    ranked = sorted(live, key=urgency)
+    take, budget_hit = _fill(waiting, ranked[: max(policy.pool, policy.max_batch_size)], policy)
+
+    def run(reason: int) -> Decision:
+        return Decision(tuple(sorted(take)), reason, expired=expired)
+
+    if len(take) >= policy.max_batch_size:
+        return run(SIZE)
+    if budget_hit:
+        return run(TOKENS)
+    longest = max(waiting[i].tokens for i in take)
+    forward_s = load.forward_s(len(take), longest) if load else 0.0
+    deadlines = [d for i in take if (d := waiting[i].deadline) is not None]
+    # Latest moment to start and still meet the nearest deadline (with the pass itself).
+    start_by = min(deadlines) - forward_s if deadlines else math.inf
+    if start_by <= now:
+        return run(DEADLINE)
     if policy.max_wait_s <= 0:
-        return Decision(everything, job_pb2.BATCH_CLOSE_REASON_DRAINED)
-    waited = now - min(w.arrived_at for w in waiting)
-    if waited >= policy.max_wait_s:
-        return Decision(everything, job_pb2.BATCH_CLOSE_REASON_WAIT)
-    return Decision(wait_s=policy.max_wait_s - waited)
+        return run(DRAINED)
+
+    oldest = min(waiting[i].arrived_at for i in live)
+    window_left = policy.max_wait_s - (now - oldest)
+    if policy.adaptive:
+        wait = _worth_waiting(len(take), longest, policy, load)
+        if wait is None:
+            return run(DRAINED)
+        window_left = min(window_left, wait)
+    if window_left <= 0:
+        return run(WAIT)
+    return Decision(wait_s=min(window_left, start_by - now), expired=expired)
+
+
+def _fill(waiting: Sequence[Waiting], pool: list[int], policy: Policy) -> tuple[list[int], bool]:
+    """The seed plus the nearest-length candidates that fit; whether the budget stopped one."""
+    seed, *rest = pool
+    if policy.length_aware:
+        seed_tokens = waiting[seed].tokens
+        rest.sort(key=lambda i: abs(waiting[i].tokens - seed_tokens))  # stable: urgency breaks ties
+    take, longest, budget_hit = [seed], waiting[seed].tokens, False
+    for i in rest:
+        if len(take) >= policy.max_batch_size:
+            break
+        grown = max(longest, waiting[i].tokens)
+        if policy.max_batch_tokens and (len(take) + 1) * grown > policy.max_batch_tokens:
+            budget_hit = True
+            continue
+        take.append(i)
+        longest = grown
+    return take, budget_hit
+
+
+def _worth_waiting(size: int, longest: int, policy: Policy, load: Load | None) -> float | None:
+    """How long to wait for a fuller batch, or None to run now.
+
+    Running `size` jobs now costs forward_s(size); the batcher keeps up with arrivals at that
+    size only if rate x forward_s(size) / size < 1. While it keeps up, waiting adds latency and
+    buys nothing: run now. When it would fall behind, wait for the jobs that make the batch
+    sustainable (or full), as long as the measured rate says they take to arrive.
+    """
+    if load is None or load.arrival_rate <= 0:
+        return None
+    rate = load.arrival_rate
+    if rate * load.forward_s(size, longest) / size < 1:
+        return None
+    target = next(
+        (n for n in range(size + 1, policy.max_batch_size + 1) if rate * load.forward_s(n, longest) / n < 1),
+        policy.max_batch_size,
+    )
+    return (target - size) / rate

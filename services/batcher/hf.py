@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from batcher.model import BatchOutput, Prediction
+from batcher.model import BatchOutput, Encoded, Prediction
 from batcher.settings import ModelSettings
 
 log = logging.getLogger(__name__)
@@ -43,15 +44,30 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
+    """fp32, or bf16 where the hardware computes it natively: CUDA, or a CPU with AVX512-BF16
+    or AMX (elsewhere bf16 is emulated and slower than fp32). Weights are converted, not
+    autocast: converting measured faster here."""
+    if precision == "fp32":
+        return torch.float32
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported():
+        return torch.bfloat16
+    log.warning("PRECISION=bf16 asked for, but this CPU has no native bf16: running fp32")
+    return torch.float32
+
+
 class HFModel:
     def __init__(self, settings: ModelSettings) -> None:
         source = settings.model_path or settings.model_id
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)
         self.device = resolve_device(settings.device)
+        self.dtype = resolve_dtype(settings.precision, self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
         model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=True)
-        self.model = model.to(self.device).eval()
+        self.model = model.to(device=self.device, dtype=self.dtype).eval()
         config = self.model.config
         self.labels = [config.id2label[i] for i in range(config.num_labels)]
         self.max_length = min(int(self.tokenizer.model_max_length), int(config.max_position_embeddings))
@@ -59,47 +75,55 @@ class HFModel:
         self.sep_id = self.tokenizer.sep_token_id
         self.name = Path(settings.model_path).name if settings.model_path else settings.model_id
         log.info(
-            "loaded %s on %s (%d threads, max %d tokens, labels %s)",
+            "loaded %s on %s in %s (%d threads, max %d tokens, labels %s)",
             source,
             self.device,
+            str(self.dtype).removeprefix("torch."),
             torch.get_num_threads(),
             self.max_length,
             self.labels,
         )
 
-    def _encode(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool]]:
+    def encode(self, texts: Sequence[str]) -> list[Encoded]:
         ids: list[list[int]] = self.tokenizer(list(texts), add_special_tokens=True, truncation=False)[
             "input_ids"
         ]
-        truncated = [len(seq) > self.max_length for seq in ids]
-        cut = [
-            seq
-            if not t
-            else seq[: self.max_length - 1] + ([self.sep_id] if self.sep_id is not None else seq[-1:])
-            for seq, t in zip(ids, truncated, strict=True)
-        ]
-        return cut, truncated
+        encoded = []
+        for text, seq in zip(texts, ids, strict=True):
+            truncated = len(seq) > self.max_length
+            if truncated:  # keep [CLS] ... and end with [SEP], as the model was trained
+                seq = seq[: self.max_length - 1] + ([self.sep_id] if self.sep_id is not None else seq[-1:])
+            encoded.append(Encoded(text, seq, len(seq), truncated))
+        return encoded
 
-    def predict(self, texts: Sequence[str]) -> BatchOutput:
-        ids, truncated = self._encode(texts)
-        lengths = [len(seq) for seq in ids]
-        longest = max(lengths)
-        input_ids = torch.full((len(ids), longest), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(ids), longest), dtype=torch.long)
-        for row, seq in enumerate(ids):
-            input_ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-            attention[row, : len(seq)] = 1
+    def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
+        longest = max(e.tokens for e in batch)
+        input_ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(batch), longest), dtype=torch.long)
+        for row, e in enumerate(batch):
+            input_ids[row, : e.tokens] = torch.tensor(e.ids, dtype=torch.long)
+            attention[row, : e.tokens] = 1
         with torch.inference_mode():
             logits = self.model(
                 input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
             ).logits
             probabilities = logits.float().softmax(dim=-1).cpu().tolist()
         predictions = []
-        for probs, n, cut in zip(probabilities, lengths, truncated, strict=True):
+        for probs, e in zip(probabilities, batch, strict=True):
             scores = sorted(zip(self.labels, probs, strict=True), key=lambda s: -s[1])
-            predictions.append(Prediction(scores[0][0], scores[0][1], scores, n, cut))
-        return BatchOutput(predictions, sum(lengths), longest * len(ids))
+            predictions.append(Prediction(scores[0][0], scores[0][1], scores, e.tokens, e.truncated))
+        return BatchOutput(predictions, sum(e.tokens for e in batch), longest * len(batch))
 
-    def warm_up(self) -> None:
-        for size in (1, 4, 16):
-            self.predict(["warming up the model before traffic arrives"] * size)
+    def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
+        """Every batch size up to the largest at the lengths reviews and chat messages have, each
+        run once to warm and once to time."""
+        sizes = sorted({1, 2, 4, 8, max_batch_size} & set(range(1, max_batch_size + 1)))
+        timings = []
+        for longest in [n for n in (16, 32, 64) if n <= self.max_length]:
+            for size in sizes:
+                batch = [Encoded("", [self.pad_id] * longest, longest, False)] * size
+                self.predict(batch)
+                started = time.perf_counter()
+                self.predict(batch)
+                timings.append((size, longest, time.perf_counter() - started))
+        return timings

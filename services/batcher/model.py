@@ -23,6 +23,17 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class Encoded:
+    """One input, tokenized once when it arrives: the batch policy reads its length, the
+    forward pass its ids."""
+
+    text: str
+    ids: Sequence[int]  # token ids after truncation (empty for a backend with no tokenizer)
+    tokens: int  # length in tokens, special tokens included, after truncation
+    truncated: bool  # cut at the model's limit
+
+
+@dataclass(frozen=True)
 class BatchOutput:
     predictions: list[Prediction]  # one per input, in order
     real_tokens: int  # non-padding tokens in the batch
@@ -32,11 +43,21 @@ class BatchOutput:
 class Model(Protocol):
     name: str
 
-    def predict(self, texts: Sequence[str]) -> BatchOutput:
-        """One forward pass over `texts`. Blocking: runs in the model thread, never on the loop."""
+    def encode(self, texts: Sequence[str]) -> list[Encoded]:
+        """Tokenize (fast, about 1% of a pass): once per job, on arrival."""
 
-    def warm_up(self) -> None:
-        """Run the shapes traffic will use once, so the first real batch is not the slow one."""
+    def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
+        """One forward pass, padded to the longest in `batch`. Blocking: runs in the model
+        thread, never on the event loop."""
+
+    def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
+        """Run the shapes traffic will use once (the first call at a new shape is slow), before
+        health turns SERVING; returns the (size, longest, seconds) measured after warming."""
+
+
+def predict_texts(model: Model, texts: Sequence[str]) -> BatchOutput:
+    """Encode and run in one call (tests, benchmarks)."""
+    return model.predict(model.encode(texts))
 
 
 class ModelError(RuntimeError):

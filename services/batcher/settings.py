@@ -30,6 +30,8 @@ class ModelSettings:
     device: str = "auto"
     # Threads for PyTorch's intra-op pool; 0 leaves PyTorch's default (all cores).
     torch_threads: int = 0
+    # fp32, or bf16 (weights converted; on CUDA, or a CPU with native bf16; else fp32).
+    precision: str = "fp32"
     # simulated: fixed cost of a forward pass, and cost per padded token, milliseconds.
     # 0 and 0 make a zero-cost model for measuring the pipeline itself.
     sim_fixed_ms: float = 6.0
@@ -43,8 +45,12 @@ class ModelSettings:
         device = env_str(env, "DEVICE", "auto")
         if device not in {"auto", "cpu", "cuda"}:
             raise SettingsError(f"DEVICE={device!r}: choose auto, cpu or cuda")
+        precision = env_str(env, "PRECISION", "fp32")
+        if precision not in {"fp32", "bf16"}:
+            raise SettingsError(f"PRECISION={precision!r}: choose fp32 or bf16")
         return cls(
             backend=backend,
+            precision=precision,
             model_id=env_str(env, "MODEL_ID", cls.model_id),
             model_path=env.get("MODEL_PATH", ""),
             device=device,
@@ -62,8 +68,19 @@ class BatcherSettings:
     # Most jobs in one forward pass. Larger amortises more per pass but each pass takes longer.
     max_batch_size: int = 16
     # How long a batch may wait for more jobs after its oldest arrived. 0 = greedy: run at once
-    # with whatever arrived while the previous batch computed (best at light and heavy load).
-    max_wait_ms: float = 0.0
+    # with whatever arrived while the previous batch computed. MAX_WAIT_MS=auto (the default):
+    # wait only when the measured arrival rate says running now would fall behind, and never
+    # longer than MAX_WAIT_CAP_MS.
+    max_wait_ms: float = 50.0
+    adaptive_wait: bool = True
+    # Budget for one pass in padded tokens (size x longest): long inputs ride in smaller
+    # batches so one pass stays short. 0 = no budget.
+    max_batch_tokens: int = 4096
+    # Batch jobs with neighbours of similar token length (less padding); the oldest job always
+    # seeds the next batch, so long inputs are never starved.
+    length_aware: bool = True
+    # Waiting this long raises a job's priority by one level, so low priority cannot starve.
+    priority_aging_ms: float = 100.0
     # Unsettled deliveries RabbitMQ hands this batcher; at least 4 x max_batch_size or
     # batches never fill.
     prefetch: int = 64
@@ -82,12 +99,23 @@ class BatcherSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> BatcherSettings:
         max_batch_size = env_int(env, "MAX_BATCH_SIZE", 16, minimum=1)
+        wait = env_str(env, "MAX_WAIT_MS", "auto")
+        adaptive = wait == "auto"
+        max_wait_ms = (
+            env_float(env, "MAX_WAIT_CAP_MS", 50.0, minimum=0)
+            if adaptive
+            else env_float(env, "MAX_WAIT_MS", 0.0, minimum=0)
+        )
         return cls(
             broker=BrokerSettings.from_env(env),
             store=StoreSettings.from_env(env),
             model=ModelSettings.from_env(env),
             max_batch_size=max_batch_size,
-            max_wait_ms=env_float(env, "MAX_WAIT_MS", 0.0, minimum=0),
+            max_wait_ms=max_wait_ms,
+            adaptive_wait=adaptive,
+            max_batch_tokens=env_int(env, "MAX_BATCH_TOKENS", 4096, minimum=0),
+            length_aware=env_str(env, "LENGTH_AWARE", "1") not in {"0", "false", "no"},
+            priority_aging_ms=env_float(env, "PRIORITY_AGING_MS", 100.0, minimum=0),
             prefetch=env_int(env, "PREFETCH", 4 * max_batch_size, minimum=1),
             worker=env_str(env, "WORKER_NAME", f"{socket.gethostname()}-{os.getpid()}"),
             health_port=env_int(env, "BATCHER_HEALTH_PORT", 0, minimum=0),

@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Sequence
 
-from batcher.model import BatchOutput, Prediction
+from batcher.model import BatchOutput, Encoded, Prediction
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 MAX_TOKENS = 512
@@ -52,20 +52,23 @@ class SimulatedModel:
         self._fixed_s = fixed_ms / 1000
         self._per_token_s = per_token_ms / 1000
 
-    def predict(self, texts: Sequence[str]) -> BatchOutput:
-        counted = [count_tokens(t) for t in texts]
-        longest = max(n for n, _ in counted)
-        padded = longest * len(texts)
+    def encode(self, texts: Sequence[str]) -> list[Encoded]:
+        return [Encoded(text, (), *count_tokens(text)) for text in texts]
+
+    def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
+        longest = max(e.tokens for e in batch)
+        padded = longest * len(batch)
         cost_s = self._fixed_s + self._per_token_s * padded
         if cost_s > 0:
             time.sleep(cost_s)
         predictions = []
-        for text, (n, truncated) in zip(texts, counted, strict=True):
-            positive = 1 / (1 + math.exp(-1.5 * sentiment(text) - 0.1))
+        for e in batch:
+            positive = 1 / (1 + math.exp(-1.5 * sentiment(e.text) - 0.1))
             scores = sorted([("POSITIVE", positive), ("NEGATIVE", 1 - positive)], key=lambda s: -s[1])
             label, score = scores[0]
-            predictions.append(Prediction(label, score, scores, n, truncated))
-        return BatchOutput(predictions, sum(n for n, _ in counted), padded)
+            predictions.append(Prediction(label, score, scores, e.tokens, e.truncated))
+        return BatchOutput(predictions, sum(e.tokens for e in batch), padded)
 
-    def warm_up(self) -> None:
-        return None
+    def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
+        # Nothing to warm; report the cost model so the batcher's forecast starts calibrated.
+        return [(n, 32, self._fixed_s + self._per_token_s * n * 32) for n in (1, max_batch_size)]

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
 
-from batcher.collector import Policy, next_batch
-from batcher.model import BatchOutput, Model, ModelError, Prediction
+from batcher.collector import Load, Policy, next_batch
+from batcher.forecast import ArrivalRate, ForwardTime
+from batcher.model import BatchOutput, Encoded, Model, ModelError, Prediction
 from batcher.settings import BatcherSettings
 from batchline import codec
 from batchline.broker import Broker, Delivery
@@ -34,11 +35,21 @@ RETRY_AFTER_STORE_FAILURE_S = 0.5
 
 @dataclass
 class Pending:
-    """A delivered task waiting for its batch."""
+    """A delivered task waiting for its batch, tokenized once on arrival."""
 
     task: job_pb2.InferenceTask
     delivery: Delivery
+    encoded: Encoded
     arrived_at: float  # monotonic seconds
+    deadline: float | None  # monotonic seconds, from the task's wall-clock deadline
+
+    @property
+    def tokens(self) -> int:
+        return self.encoded.tokens
+
+    @property
+    def priority(self) -> int:
+        return self.task.priority
 
 
 @dataclass
@@ -66,12 +77,40 @@ class Batcher:
         self._store = store
         self._broker = broker
         self._model = model
-        self._policy = Policy(settings.max_batch_size, settings.max_wait_ms / 1000)
+        self._policy = Policy(
+            max_batch_size=settings.max_batch_size,
+            max_wait_s=settings.max_wait_ms / 1000,
+            adaptive=settings.adaptive_wait,
+            max_batch_tokens=settings.max_batch_tokens,
+            length_aware=settings.length_aware,
+            pool=settings.prefetch,
+            aging_s=settings.priority_aging_ms / 1000,
+        )
+        self.arrivals = ArrivalRate()
+        self.forward = ForwardTime()
         self._waiting: list[Pending] = []
         self._wake = asyncio.Event()
         # The model runs in one dedicated thread; the event loop never runs it.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
         self.counters = Counters()
+
+    async def warm_up(self) -> None:
+        """Run the model over the shapes traffic will use, in the model thread, before health
+        turns SERVING; the timings seed the forward-time forecast."""
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        timings = await loop.run_in_executor(
+            self._executor, self._model.warm_up, self._settings.max_batch_size
+        )
+        for size, longest, seconds in timings:
+            self.forward.add(size, longest, seconds)
+        log.info(
+            "model warm: %d shapes in %.1f s; forward pass ~ %.1f ms + %.3f ms per padded token",
+            len(timings),
+            time.perf_counter() - started,
+            self.forward.fixed_s * 1000,
+            self.forward.per_token_s * 1000,
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume and run batches until `stop`; then finish the batch in progress and hand
@@ -110,7 +149,13 @@ class Batcher:
             except DecodeError as exc:
                 await self._poison(delivery, exc)
                 continue
-            self._waiting.append(Pending(task, delivery, time.monotonic()))
+            now = time.monotonic()
+            deadline = None
+            if task.HasField("deadline"):
+                deadline = now + (codec.seconds(task.deadline) - time.time())
+            [encoded] = self._model.encode([task.text])
+            self._waiting.append(Pending(task, delivery, encoded, now, deadline))
+            self.arrivals.add(now)
             self._wake.set()
 
     async def _poison(self, delivery: Delivery, exc: Exception) -> None:
@@ -134,15 +179,20 @@ class Batcher:
 
     async def _loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            decision = next_batch(self._waiting, time.monotonic(), self._policy)
-            if not decision.take:
+            now = time.monotonic()
+            load = Load(self.arrivals.rate(now), self.forward)
+            decision = next_batch(self._waiting, now, self._policy, load)
+            chosen, dropped = set(decision.take), set(decision.expired)
+            batch = [p for i, p in enumerate(self._waiting) if i in chosen]
+            expired = [p for i, p in enumerate(self._waiting) if i in dropped]
+            self._waiting = [p for i, p in enumerate(self._waiting) if i not in chosen | dropped]
+            if expired:
+                await self._expire(expired)
+            if not batch:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), decision.wait_s)
                 continue
-            chosen = set(decision.take)
-            batch = [p for i, p in enumerate(self._waiting) if i in chosen]
-            self._waiting = [p for i, p in enumerate(self._waiting) if i not in chosen]
             try:
                 await self._run_batch(batch, decision.close_reason)
             except Unavailable as exc:
@@ -178,6 +228,12 @@ class Batcher:
                 for p, prediction in zip(done.items, done.output.predictions, strict=True)
             ]
         computed = sum(len(d.items) for d in passes if d.output is not None)
+        waited_ms = sum(
+            max(0.0, started - codec.seconds(p.task.accepted_at)) * 1000
+            for d in passes
+            if d.output is not None
+            for p in d.items
+        )
         record = BatchRecord(
             worker=self._settings.worker,
             size=computed,
@@ -185,6 +241,7 @@ class Batcher:
             padded_tokens=padded,
             inference_ms=inference_ms,
             close_reason=job_pb2.BatchCloseReason.Name(close_reason),  # type: ignore[arg-type]
+            queue_wait_ms=waited_ms,
         )
         await self._store.transition_many(finished, record if computed else None)
 
@@ -208,6 +265,19 @@ class Batcher:
             },
         )
 
+    async def _expire(self, expired: list[Pending]) -> None:
+        """Past their deadline before they could start: FAILED DEADLINE_EXCEEDED, never computed."""
+        try:
+            await self._store.transition_many([self._expired(p) for p in expired])
+        except Unavailable as exc:
+            log.warning("store unavailable (%s); %d expired jobs go back to the queue", exc, len(expired))
+            for pending in expired:
+                await pending.delivery.requeue()
+            return
+        for pending in expired:
+            await pending.delivery.ack()
+        self.counters.failed += len(expired)
+
     async def _admit(self, batch: list[Pending]) -> list[Pending]:
         """Drop what must not run: finished (a redelivery), cancelled, unknown, or past its deadline."""
         statuses = await self._store.statuses([p.task.job_id for p in batch])
@@ -230,13 +300,13 @@ class Batcher:
 
     async def _infer(self, items: list[Pending]) -> list[Pass]:
         """One forward pass; if it fails, retry each half, so only the bad input fails."""
-        texts = [p.task.text for p in items]
+        batch = [p.encoded for p in items]
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         try:
-            output = await loop.run_in_executor(self._executor, self._model.predict, texts)
-            if len(output.predictions) != len(texts):
-                raise ModelError(f"model returned {len(output.predictions)} results for {len(texts)} inputs")
+            output = await loop.run_in_executor(self._executor, self._model.predict, batch)
+            if len(output.predictions) != len(batch):
+                raise ModelError(f"model returned {len(output.predictions)} results for {len(batch)} inputs")
         except Exception as exc:
             elapsed_ms = (time.perf_counter() - started) * 1000
             if len(items) == 1:
@@ -244,7 +314,9 @@ class Batcher:
                 return [Pass(items, None, exc, elapsed_ms)]
             half = len(items) // 2
             return [*await self._infer(items[:half]), *await self._infer(items[half:])]
-        return [Pass(items, output, None, (time.perf_counter() - started) * 1000)]
+        seconds = time.perf_counter() - started
+        self.forward.add(len(batch), max(e.tokens for e in batch), seconds)
+        return [Pass(items, output, None, seconds * 1000)]
 
     # --- records -------------------------------------------------------------------------------
 

@@ -41,12 +41,12 @@ async def serve(
     batcher_settings = BatcherSettings.from_env()
     stream_settings = StreamSettings.from_env()
     model = model or load_model(batcher_settings.model)
-    await asyncio.to_thread(model.warm_up)
 
     store = MemoryJobStore(job_ttl_s=ingress_settings.store.job_ttl_s)
     broker = MemoryBroker(ingress_settings.broker.max_length, ingress_settings.broker.delivery_limit)
     fanout = Fanout(store, stream_settings.watcher_buffer, stream_settings.max_watchers)
     batcher = Batcher(batcher_settings, store, broker, model)
+    await batcher.warm_up()
 
     server = GrpcServer(
         ["batchline.v1.InferenceService", "batchline.v1.JobStreamService"], host=host, port=port

@@ -142,7 +142,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             dead_letter_depth=dead_depth,
         )
         real = padded = 0
-        inference_ms = 0.0
+        inference_ms = queue_wait_ms = 0.0
         for name, c in snapshot.workers.items():
             response.workers.add(
                 worker=name,
@@ -151,7 +151,9 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
                 real_tokens=c.real_tokens,
                 padded_tokens=c.padded_tokens,
                 inference_ms=c.inference_ms,
+                queue_wait_ms=c.queue_wait_ms,
             )
+            queue_wait_ms += c.queue_wait_ms
             response.batches += c.batches
             response.jobs += c.jobs
             real, padded, inference_ms = (
@@ -161,6 +163,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             )
         response.padding_efficiency = real / padded if padded else 0.0
         response.mean_inference_ms = inference_ms / response.batches if response.batches else 0.0
+        response.mean_queue_wait_ms = queue_wait_ms / response.jobs if response.jobs else 0.0
         response.elapsed.FromNanoseconds(int((time.perf_counter() - started) * 1e9))
         return response
 

@@ -161,6 +161,7 @@ class MemoryJobStore:
             counters.real_tokens += batch.real_tokens
             counters.padded_tokens += batch.padded_tokens
             counters.inference_ms += batch.inference_ms
+            counters.queue_wait_ms += batch.queue_wait_ms
             sizes, reasons = self._stats.batch_sizes, self._stats.close_reasons
             sizes[batch.size] = sizes.get(batch.size, 0) + 1
             reasons[batch.close_reason] = reasons.get(batch.close_reason, 0) + 1

@@ -167,6 +167,7 @@ class RedisJobStore:
         pipe.hincrby(worker_key, "real_tokens", batch.real_tokens)
         pipe.hincrby(worker_key, "padded_tokens", batch.padded_tokens)
         pipe.hincrbyfloat(worker_key, "inference_ms", batch.inference_ms)
+        pipe.hincrbyfloat(worker_key, "queue_wait_ms", batch.queue_wait_ms)
         pipe.hincrby(self._prefix + names.STATS_BATCH_SIZES, str(batch.size), 1)
         pipe.hincrby(self._prefix + names.STATS_CLOSE_REASONS, batch.close_reason, 1)
 
@@ -214,6 +215,7 @@ class RedisJobStore:
                 real_tokens=int(f.get("real_tokens", 0)),
                 padded_tokens=int(f.get("padded_tokens", 0)),
                 inference_ms=float(f.get("inference_ms", 0.0)),
+                queue_wait_ms=float(f.get("queue_wait_ms", 0.0)),
             )
         return snapshot
 

@@ -24,6 +24,7 @@ class BatchRecord:
     padded_tokens: int
     inference_ms: float
     close_reason: str
+    queue_wait_ms: float = 0.0  # summed over the batch's computed jobs
 
 
 @dataclass
@@ -33,6 +34,7 @@ class WorkerCounters:
     real_tokens: int = 0
     padded_tokens: int = 0
     inference_ms: float = 0.0
+    queue_wait_ms: float = 0.0
 
 
 @dataclass

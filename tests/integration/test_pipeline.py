@@ -282,3 +282,50 @@ async def test_the_next_batch_fills_while_the_model_computes(make_pipeline: Make
     for answer in rest:
         await pipeline.wait_status(answer.job_id, codec.DONE)
     assert model.batch_sizes == [1, 10]
+
+
+async def test_higher_priority_overtakes_jobs_waiting_in_the_batcher(make_pipeline: MakePipeline) -> None:
+    model = RecordingModel()
+    model.gate = threading.Event()
+    pipeline = await make_pipeline(model=model, batch={"max_batch_size": 1, "prefetch": 64})
+    first = await pipeline.inference.Submit(submit("holding the model"))
+    await pipeline.wait_status(first.job_id, codec.RUNNING)
+    low = [await pipeline.inference.Submit(submit(f"low {i}")) for i in range(4)]
+    urgent = job_pb2.SubmitOptions(priority=9)
+    high = await pipeline.inference.Submit(submit("high", options=urgent))
+
+    async def all_delivered() -> bool:
+        return (await pipeline.inference.GetStats(inference_pb2.GetStatsRequest())).queue_depth == 0
+
+    await wait_for(all_delivered, 10, what="every job in the batcher's buffer")
+    model.gate.set()
+    for answer in [*low, high]:
+        await pipeline.wait_status(answer.job_id, codec.DONE)
+    assert model.computed[:2] == ["holding the model", "high"]
+    assert model.computed[2:] == [f"low {i}" for i in range(4)]  # the rest in arrival order
+    stats = await pipeline.inference.GetStats(inference_pb2.GetStatsRequest())
+    assert stats.jobs == 6 and stats.mean_queue_wait_ms > 0  # they all waited behind the gate
+    assert sum(stats.close_reasons.values()) == stats.batches
+
+
+async def test_jobs_that_expire_or_are_cancelled_while_buffered_are_never_computed(
+    make_pipeline: MakePipeline,
+) -> None:
+    model = RecordingModel()
+    model.gate = threading.Event()
+    pipeline = await make_pipeline(model=model, batch={"max_batch_size": 1, "prefetch": 64})
+    first = await pipeline.inference.Submit(submit("holding the model"))
+    await pipeline.wait_status(first.job_id, codec.RUNNING)
+    short = job_pb2.SubmitOptions(timeout=Duration(nanos=100_000_000))
+    expiring = await pipeline.inference.Submit(submit("in a hurry", options=short))
+    doomed = await pipeline.inference.Submit(submit("changed my mind"))
+    kept = await pipeline.inference.Submit(submit("still wanted"))
+    await pipeline.inference.CancelJob(inference_pb2.CancelJobRequest(job_id=doomed.job_id))
+    await asyncio.sleep(0.3)  # the deadline passes while the model is busy
+    model.gate.set()
+
+    await pipeline.wait_status(kept.job_id, codec.DONE)
+    failed = await pipeline.wait_status(expiring.job_id, codec.FAILED)
+    assert failed.error.code == code_pb2.DEADLINE_EXCEEDED
+    assert (await pipeline.job(doomed.job_id)).status == codec.CANCELLED
+    assert model.computed == ["holding the model", "still wanted"]

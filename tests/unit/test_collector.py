@@ -1,41 +1,53 @@
+"""The batch-formation policy: every rule and edge case, with no queue and no clock."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pytest
 
-from batcher.collector import Policy, next_batch
-from batchline.v1 import job_pb2
+from batcher.collector import DEADLINE, DRAINED, SIZE, TOKENS, WAIT, Load, Policy, next_batch
 
 
 @dataclass
 class Item:
     arrived_at: float
+    tokens: int = 10
+    priority: int = 0
+    deadline: float | None = None
 
 
-def items(*arrivals: float) -> list[Item]:
-    return [Item(a) for a in arrivals]
+def items(*arrivals: float, tokens: int = 10) -> list[Item]:
+    return [Item(a, tokens) for a in arrivals]
+
+
+def linear(fixed_s: float = 0.01, per_token_s: float = 0.0001) -> Load:
+    """A load forecast with a forward pass of fixed + per padded token seconds."""
+    return Load(arrival_rate=0.0, forward_s=lambda size, longest: fixed_s + per_token_s * size * longest)
+
+
+# --- basics ----------------------------------------------------------------------------------------
 
 
 def test_nothing_waiting_means_wait_for_an_arrival() -> None:
     decision = next_batch([], now=5.0, policy=Policy(16, 0.05))
-    assert decision.take == ()
+    assert decision.take == () and decision.expired == ()
     assert decision.wait_s is None
 
 
 @pytest.mark.parametrize("size", [1, 4, 16])
 def test_a_full_batch_runs_at_once_oldest_first(size: int) -> None:
     waiting = items(*range(size + 3))
-    decision = next_batch(waiting, now=0.0, policy=Policy(size, 10.0))
+    decision = next_batch(waiting, now=float(size + 3), policy=Policy(size, 10.0))
     assert decision.take == tuple(range(size))
-    assert decision.close_reason == job_pb2.BATCH_CLOSE_REASON_SIZE
+    assert decision.close_reason == SIZE
 
 
 @pytest.mark.parametrize("count", [1, 5, 15])
 def test_greedy_runs_whatever_is_there(count: int) -> None:
     decision = next_batch(items(*([1.0] * count)), now=1.0, policy=Policy(16, 0.0))
     assert decision.take == tuple(range(count))
-    assert decision.close_reason == job_pb2.BATCH_CLOSE_REASON_DRAINED
+    assert decision.close_reason == DRAINED
 
 
 @pytest.mark.parametrize(("wait_s", "now", "expected_wait"), [(0.05, 10.01, 0.04), (0.2, 10.0, 0.2)])
@@ -48,4 +60,147 @@ def test_a_window_waits_for_the_rest_of_it(wait_s: float, now: float, expected_w
 def test_a_window_closes_when_the_oldest_has_waited_long_enough() -> None:
     decision = next_batch(items(10.0, 10.04), now=10.05, policy=Policy(16, 0.05))
     assert decision.take == (0, 1)
-    assert decision.close_reason == job_pb2.BATCH_CLOSE_REASON_WAIT
+    assert decision.close_reason == WAIT
+
+
+# --- length-aware grouping and the token budget -----------------------------------------------------
+
+
+def test_neighbours_of_similar_length_are_batched_together() -> None:
+    lengths = [12, 80, 11, 78, 13, 82, 10, 79]
+    waiting = [Item(float(i), n) for i, n in enumerate(lengths)]
+    decision = next_batch(waiting, now=10.0, policy=Policy(4, 0.0))
+    assert sorted(lengths[i] for i in decision.take) == [10, 11, 12, 13]  # the oldest (12) seeds
+    fifo = next_batch(waiting, now=10.0, policy=Policy(4, 0.0, length_aware=False))
+    assert fifo.take == (0, 1, 2, 3)
+
+
+def test_a_long_input_is_not_starved_it_seeds_once_it_is_oldest() -> None:
+    waiting = [Item(0.0, 300)] + [Item(1.0 + i, 10) for i in range(20)]
+    decision = next_batch(waiting, now=30.0, policy=Policy(4, 0.0))
+    assert 0 in decision.take  # the oldest job always rides in the next batch
+
+
+def test_all_same_length_is_plain_fifo() -> None:
+    waiting = items(*[float(i) for i in range(10)], tokens=20)
+    decision = next_batch(waiting, now=20.0, policy=Policy(4, 0.0))
+    assert decision.take == (0, 1, 2, 3)
+
+
+def test_the_token_budget_closes_a_batch_early() -> None:
+    waiting = items(*[float(i) for i in range(10)], tokens=50)
+    decision = next_batch(waiting, now=20.0, policy=Policy(16, 10.0, max_batch_tokens=200))
+    assert decision.take == (0, 1, 2, 3)  # 4 x 50 = 200 padded tokens
+    assert decision.close_reason == TOKENS
+
+
+def test_one_huge_input_runs_alone_even_over_the_budget() -> None:
+    waiting = [Item(0.0, 512), Item(1.0, 10)]
+    decision = next_batch(waiting, now=2.0, policy=Policy(16, 0.0, max_batch_tokens=256))
+    assert decision.take == (0,)
+    assert decision.close_reason == TOKENS
+    after = next_batch([Item(1.0, 10)], now=2.0, policy=Policy(16, 0.0, max_batch_tokens=256))
+    assert after.take == (0,)
+
+
+def test_the_budget_skips_a_long_candidate_but_takes_shorter_ones() -> None:
+    waiting = [Item(0.0, 20), Item(1.0, 100), Item(2.0, 22), Item(3.0, 21)]
+    decision = next_batch(waiting, now=4.0, policy=Policy(16, 0.0, max_batch_tokens=120, length_aware=False))
+    assert decision.take == (0, 2, 3)
+
+
+# --- priorities and aging ---------------------------------------------------------------------------
+
+
+def test_higher_priority_goes_first() -> None:
+    waiting = [Item(0.0, priority=0), Item(0.01, priority=5), Item(0.02, priority=0)]
+    decision = next_batch(waiting, now=0.03, policy=Policy(1, 0.0))
+    assert decision.take == (1,)
+
+
+def test_aging_lets_low_priority_overtake_after_waiting() -> None:
+    old_low = Item(0.0, priority=0)
+    new_high = Item(0.95, priority=5)
+    policy = Policy(1, 0.0, aging_s=0.1)
+    assert next_batch([old_low, new_high], now=0.96, policy=policy).take == (0,)  # aged 9.6 > 5.0
+    early = [Item(0.0, priority=0), Item(0.1, priority=5)]
+    assert next_batch(early, now=0.2, policy=policy).take == (1,)  # aged 2 < 5 + 1
+
+
+def test_without_aging_priority_is_strict() -> None:
+    waiting = [Item(0.0, priority=0), Item(100.0, priority=1)]
+    assert next_batch(waiting, now=1000.0, policy=Policy(1, 0.0, aging_s=0)).take == (1,)
+
+
+# --- deadlines --------------------------------------------------------------------------------------
+
+
+def test_deadlines_already_past_are_dropped_never_batched() -> None:
+    waiting = [Item(0.0, deadline=0.5), Item(0.1), Item(0.2, deadline=0.9)]
+    decision = next_batch(waiting, now=1.0, policy=Policy(16, 0.0))
+    assert decision.expired == (0, 2)
+    assert decision.take == (1,)
+
+
+def test_only_expired_jobs_means_nothing_to_run() -> None:
+    decision = next_batch([Item(0.0, deadline=0.5)], now=1.0, policy=Policy(16, 0.05))
+    assert decision.expired == (0,) and decision.take == () and decision.wait_s is None
+
+
+def test_earliest_deadline_first_among_equal_priority() -> None:
+    waiting = [Item(0.0, deadline=9.0), Item(0.1, deadline=3.0), Item(0.2)]
+    decision = next_batch(waiting, now=0.3, policy=Policy(1, 0.0, aging_s=0))
+    assert decision.take == (1,)
+
+
+def test_a_window_closes_early_when_waiting_would_miss_a_deadline() -> None:
+    waiting = [Item(0.0, deadline=0.06)]
+    policy = Policy(16, 0.05)
+    decision = next_batch(waiting, now=0.045, policy=policy, load=linear(fixed_s=0.02, per_token_s=0))
+    assert decision.take == (0,)
+    assert decision.close_reason == DEADLINE
+
+
+def test_a_window_waits_no_longer_than_a_deadline_allows() -> None:
+    waiting = [Item(0.0, deadline=0.04)]
+    decision = next_batch(waiting, now=0.0, policy=Policy(16, 0.05), load=linear(fixed_s=0.02, per_token_s=0))
+    assert decision.take == ()
+    assert decision.wait_s == pytest.approx(0.02)  # start by 0.04 - 0.02
+
+
+# --- adaptive wait ----------------------------------------------------------------------------------
+
+
+def adaptive(rate: float, fixed_s: float = 0.02, per_job_s: float = 0.01) -> Load:
+    return Load(arrival_rate=rate, forward_s=lambda size, longest: fixed_s + per_job_s * size)
+
+
+def test_adaptive_is_greedy_at_light_load() -> None:
+    # 5 jobs/s against a 30 ms single pass: it keeps up alone, so waiting buys nothing.
+    decision = next_batch(items(0.0), now=0.0, policy=Policy(16, 0.05, adaptive=True), load=adaptive(5))
+    assert decision.take == (0,) and decision.close_reason == DRAINED
+
+
+def test_adaptive_is_greedy_before_it_has_measured_anything() -> None:
+    decision = next_batch(items(0.0), now=0.0, policy=Policy(16, 0.05, adaptive=True), load=None)
+    assert decision.take == (0,)
+
+
+def test_adaptive_waits_when_running_now_would_fall_behind() -> None:
+    # 80 jobs/s: a pass of 1 (30 ms) serves 33/s, not enough; a pass of n serves n/(0.02+0.01n),
+    # which first exceeds 80/s at n = 9: wait for 8 more, 8/80 s.
+    decision = next_batch(items(0.0), now=0.0, policy=Policy(16, 0.2, adaptive=True), load=adaptive(80))
+    assert decision.take == ()
+    assert decision.wait_s == pytest.approx(8 / 80)
+
+
+def test_adaptive_never_waits_past_its_cap() -> None:
+    decision = next_batch(items(0.0), now=0.05, policy=Policy(16, 0.05, adaptive=True), load=adaptive(80))
+    assert decision.take == (0,) and decision.close_reason == WAIT
+
+
+def test_adaptive_runs_a_batch_that_already_keeps_up() -> None:
+    decision = next_batch(
+        items(*[0.0] * 9), now=0.0, policy=Policy(16, 0.2, adaptive=True), load=adaptive(80)
+    )
+    assert len(decision.take) == 9 and decision.close_reason == DRAINED

@@ -3,16 +3,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from batcher.hf import HFModel, weights_available
-from batcher.model import load_model
+from batcher.model import load_model, predict_texts
 from batcher.settings import ModelSettings
 from batcher.simulated import SimulatedModel, count_tokens
 
 
 def test_simulated_model_reads_sentiment_and_counts_padding() -> None:
     model = SimulatedModel(fixed_ms=0, per_token_ms=0)
-    out = model.predict(["I loved it, great film", "terrible service", "not good"])
+    out = predict_texts(model, ["I loved it, great film", "terrible service", "not good"])
     assert [p.label for p in out.predictions] == ["POSITIVE", "NEGATIVE", "NEGATIVE"]
     assert out.real_tokens == sum(p.input_tokens for p in out.predictions)
     assert out.padded_tokens == 3 * max(p.input_tokens for p in out.predictions)
@@ -28,7 +29,7 @@ def test_hf_model_loads_a_local_distilbert_and_pads_to_the_longest(tiny_distilbe
     assert weights_available(settings)
     model = load_model(settings)
     assert isinstance(model, HFModel)
-    out = model.predict(["great movie", "the film was very very bad and i hated it"])
+    out = predict_texts(model, ["great movie", "the film was very very bad and i hated it"])
     assert len(out.predictions) == 2
     lengths = [p.input_tokens for p in out.predictions]
     assert out.padded_tokens == 2 * max(lengths) < 2 * 32
@@ -42,7 +43,7 @@ def test_hf_model_loads_a_local_distilbert_and_pads_to_the_longest(tiny_distilbe
 
 def test_hf_model_truncates_at_the_model_limit_and_says_so(tiny_distilbert: Path) -> None:
     model = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu"))
-    [long, short] = model.predict(["good " * 100, "good"]).predictions
+    [long, short] = predict_texts(model, ["good " * 100, "good"]).predictions
     assert long.truncated and long.input_tokens == 32
     assert not short.truncated
 
@@ -55,3 +56,42 @@ def test_auto_backend_falls_back_to_simulated_without_weights(tmp_path: Path) ->
 def test_auto_backend_takes_the_real_model_when_it_is_on_disk(tiny_distilbert: Path) -> None:
     model = load_model(ModelSettings(backend="auto", model_path=str(tiny_distilbert)))
     assert isinstance(model, HFModel)
+
+
+TEXTS = [
+    "great movie",
+    "the film was very very bad and i hated it",
+    "not good but not terrible",
+    "i loved the food and the service was excellent",
+]
+
+
+def test_tokenized_once_encoding_carries_length_and_truncation(tiny_distilbert: Path) -> None:
+    model = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu"))
+    short, long = model.encode(["good", "good " * 100])
+    assert short.tokens == len(short.ids) == 3 and not short.truncated  # [CLS] good [SEP]
+    assert long.tokens == len(long.ids) == 32 and long.truncated
+    assert long.ids[-1] == model.sep_id
+
+
+def test_bf16_probabilities_stay_close_to_fp32(tiny_distilbert: Path) -> None:
+    fp32 = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu"))
+    bf16 = HFModel(
+        ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu", precision="bf16")
+    )
+    assert bf16.dtype in {torch.bfloat16, torch.float32}  # fp32 where the CPU has no native bf16
+    exact = predict_texts(fp32, TEXTS).predictions
+    rounded = predict_texts(bf16, TEXTS).predictions
+    for a, b in zip(exact, rounded, strict=True):
+        probabilities_a, probabilities_b = dict(a.scores), dict(b.scores)
+        for label, p in probabilities_a.items():
+            assert abs(p - probabilities_b[label]) <= 0.02, (label, p, probabilities_b[label])
+
+
+def test_warm_up_runs_every_shape_and_reports_timings(tiny_distilbert: Path) -> None:
+    model = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu"))
+    timings = model.warm_up(max_batch_size=4)
+    assert {(size, longest) for size, longest, _ in timings} == {
+        (size, longest) for size in (1, 2, 4) for longest in (16, 32)
+    }
+    assert all(seconds > 0 for _, _, seconds in timings)

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { BadRequestSchema, RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.ts";
-import { classify } from "../src/api.ts";
+import { JobSchema, JobStatus } from "../src/gen/batchline/v1/job_pb.ts";
+import { Api, classify } from "../src/api.ts";
 
 describe("classify", () => {
   it("names the field of an invalid input", () => {
@@ -21,5 +22,40 @@ describe("classify", () => {
   });
   it("passes anything else through with its code", () => {
     expect(classify(new ConnectError("gone", Code.NotFound))).toEqual({ kind: "other", message: "NotFound: gone" });
+  });
+});
+
+describe("Api.watch", () => {
+  it("re-watches after a dropped stream and stops at the terminal state", async () => {
+    const event = (status: number) => ({ event: { case: "job" as const, value: create(JobSchema, { jobId: "j", status }) } });
+    let calls = 0;
+    const api = new Api("http://127.0.0.1:9");
+    Object.assign(api, {
+      stream: {
+        async *watchJob() {
+          calls += 1;
+          if (calls === 1) {
+            yield event(JobStatus.QUEUED);
+            throw new ConnectError("stream reset", Code.Unavailable);
+          }
+          yield event(JobStatus.RUNNING); // the server replays the current state first
+          yield event(JobStatus.DONE);
+        },
+      },
+    });
+    const seen: number[] = [];
+    const retries: string[] = [];
+    await api.watch(
+      "j",
+      (job) => {
+        seen.push(job.status);
+        return job.status === JobStatus.DONE;
+      },
+      new AbortController().signal,
+      (problem) => retries.push(problem.kind),
+    );
+    expect(calls).toBe(2);
+    expect(retries).toEqual(["unreachable"]);
+    expect(seen).toEqual([JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE]);
   });
 });

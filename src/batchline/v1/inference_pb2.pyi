@@ -240,6 +240,7 @@ class WorkerStats(_message.Message):
     REAL_TOKENS_FIELD_NUMBER: _builtins.int
     PADDED_TOKENS_FIELD_NUMBER: _builtins.int
     INFERENCE_MS_FIELD_NUMBER: _builtins.int
+    QUEUE_WAIT_MS_FIELD_NUMBER: _builtins.int
     worker: _builtins.str
     batches: _builtins.int
     jobs: _builtins.int
@@ -247,6 +248,8 @@ class WorkerStats(_message.Message):
     padded_tokens: _builtins.int
     inference_ms: _builtins.float
     """Sum of forward-pass times, milliseconds."""
+    queue_wait_ms: _builtins.float
+    """Sum of the computed jobs' queue waits (accepted -> batch started), milliseconds."""
     def __init__(
         self,
         *,
@@ -256,10 +259,11 @@ class WorkerStats(_message.Message):
         real_tokens: _builtins.int = ...,
         padded_tokens: _builtins.int = ...,
         inference_ms: _builtins.float = ...,
+        queue_wait_ms: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "inference_ms", b"inference_ms", "jobs", b"jobs", "padded_tokens", b"padded_tokens", "real_tokens", b"real_tokens", "worker", b"worker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "inference_ms", b"inference_ms", "jobs", b"jobs", "padded_tokens", b"padded_tokens", "queue_wait_ms", b"queue_wait_ms", "real_tokens", b"real_tokens", "worker", b"worker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -340,6 +344,7 @@ class GetStatsResponse(_message.Message):
     WORKERS_FIELD_NUMBER: _builtins.int
     MEAN_INFERENCE_MS_FIELD_NUMBER: _builtins.int
     ELAPSED_FIELD_NUMBER: _builtins.int
+    MEAN_QUEUE_WAIT_MS_FIELD_NUMBER: _builtins.int
     batches: _builtins.int
     """Batches run, all workers."""
     jobs: _builtins.int
@@ -352,6 +357,8 @@ class GetStatsResponse(_message.Message):
     """Messages in the dead-letter queue now."""
     mean_inference_ms: _builtins.float
     """Mean forward-pass time per batch, milliseconds."""
+    mean_queue_wait_ms: _builtins.float
+    """Mean queue wait per computed job (accepted -> its batch started), milliseconds."""
     @_builtins.property
     def finished(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Jobs that reached each terminal state, keyed by status name (e.g. "JOB_STATUS_DONE")."""
@@ -384,10 +391,11 @@ class GetStatsResponse(_message.Message):
         workers: _abc.Iterable[Global___WorkerStats] | None = ...,
         mean_inference_ms: _builtins.float = ...,
         elapsed: _duration_pb2.Duration | None = ...,
+        mean_queue_wait_ms: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["elapsed", b"elapsed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size_histogram", b"batch_size_histogram", "batches", b"batches", "close_reasons", b"close_reasons", "dead_letter_depth", b"dead_letter_depth", "elapsed", b"elapsed", "finished", b"finished", "jobs", b"jobs", "mean_inference_ms", b"mean_inference_ms", "padding_efficiency", b"padding_efficiency", "queue_depth", b"queue_depth", "workers", b"workers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size_histogram", b"batch_size_histogram", "batches", b"batches", "close_reasons", b"close_reasons", "dead_letter_depth", b"dead_letter_depth", "elapsed", b"elapsed", "finished", b"finished", "jobs", b"jobs", "mean_inference_ms", b"mean_inference_ms", "mean_queue_wait_ms", b"mean_queue_wait_ms", "padding_efficiency", b"padding_efficiency", "queue_depth", b"queue_depth", "workers", b"workers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,56 @@
+"""What the adaptive batch wait needs to know, measured as the batcher runs: how fast jobs
+arrive, and how long a forward pass takes for a given shape."""
+
+from __future__ import annotations
+
+from collections import deque
+
+
+class ArrivalRate:
+    """Arrivals per second over the last `window_s` seconds."""
+
+    def __init__(self, window_s: float = 2.0) -> None:
+        self._window_s = window_s
+        self._arrivals: deque[float] = deque()
+
+    def add(self, now: float, count: int = 1) -> None:
+        self._arrivals.extend([now] * count)
+        self._trim(now)
+
+    def rate(self, now: float) -> float:
+        self._trim(now)
+        return len(self._arrivals) / self._window_s
+
+    def _trim(self, now: float) -> None:
+        while self._arrivals and self._arrivals[0] < now - self._window_s:
+            self._arrivals.popleft()
+
+
+class ForwardTime:
+    """seconds = fixed + per_token x (size x longest), fitted by least squares to the most
+    recent passes (and the warm-up's). Padded tokens are what a transformer pass costs."""
+
+    def __init__(self, keep: int = 256, fixed_s: float = 0.01, per_token_s: float = 0.0) -> None:
+        self._samples: deque[tuple[float, float]] = deque(maxlen=keep)
+        self.fixed_s, self.per_token_s = fixed_s, per_token_s
+
+    def add(self, size: int, longest: int, seconds: float) -> None:
+        self._samples.append((float(size * longest), seconds))
+        self._fit()
+
+    def __call__(self, size: int, longest: int) -> float:
+        return self.fixed_s + self.per_token_s * size * longest
+
+    def _fit(self) -> None:
+        n = len(self._samples)
+        if n < 2:
+            return
+        mean_x = sum(x for x, _ in self._samples) / n
+        mean_y = sum(y for _, y in self._samples) / n
+        spread = sum((x - mean_x) ** 2 for x, _ in self._samples)
+        if spread <= 0:  # one shape only: all of it is per-token cost
+            self.fixed_s, self.per_token_s = 0.0, mean_y / mean_x if mean_x else 0.0
+            return
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in self._samples) / spread
+        self.per_token_s = max(0.0, slope)
+        self.fixed_s = max(0.0, mean_y - self.per_token_s * mean_x)

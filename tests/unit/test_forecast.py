@@ -1,0 +1,39 @@
+"""The measurements behind the adaptive wait."""
+
+from __future__ import annotations
+
+import pytest
+
+from batcher.forecast import ArrivalRate, ForwardTime
+
+
+def test_arrival_rate_counts_the_window_only() -> None:
+    rate = ArrivalRate(window_s=2.0)
+    assert rate.rate(0.0) == 0.0
+    for i in range(100):
+        rate.add(i * 0.01)  # 100 jobs/s for one second
+    assert rate.rate(1.0) == pytest.approx(50.0)  # 100 jobs over a 2 s window
+    assert rate.rate(3.5) == 0.0  # all of them older than the window
+
+
+def test_forward_time_fits_fixed_plus_per_token() -> None:
+    forward = ForwardTime()
+    for size, longest in [(1, 16), (4, 16), (16, 16), (16, 64), (8, 32)]:
+        forward.add(size, longest, 0.005 + 0.0002 * size * longest)
+    assert forward.fixed_s == pytest.approx(0.005)
+    assert forward.per_token_s == pytest.approx(0.0002)
+    assert forward(10, 20) == pytest.approx(0.005 + 0.0002 * 200)
+
+
+def test_forward_time_with_one_shape_is_all_per_token() -> None:
+    forward = ForwardTime()
+    forward.add(4, 10, 0.04)
+    forward.add(4, 10, 0.04)
+    assert forward(8, 10) == pytest.approx(0.08)
+
+
+def test_forward_time_never_goes_negative() -> None:
+    forward = ForwardTime()
+    forward.add(1, 10, 0.05)
+    forward.add(16, 10, 0.01)  # noise: bigger was faster
+    assert forward.per_token_s >= 0 and forward.fixed_s >= 0
