@@ -10,7 +10,7 @@ NODE_BIN := node_modules/.bin
 GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
 PROTOS := $(wildcard proto/batchline/v1/*.proto)
 
-.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-contract run up down env bench clean
+.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-contract run up down env bench bench-batching clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -103,6 +103,9 @@ env: ## write .env for docker compose from .env.example, with random passwords
 
 bench: install ## open-loop load: Submit throughput and end-to-end latency (writes docs/benchmarks/)
 	$(PY) -m bench --stack local --rate 50 200 400 --duration 10 --repeats 3
+
+bench-batching: install ## the batching engine against the bare model (about 25 min; writes docs/benchmarks/batching.*)
+	$(PY) -m bench.batching
 
 clean: ## remove the venv, node_modules and caches
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .run clients/web/dist test-artifacts

@@ -32,7 +32,14 @@ def start(kind: str, env: dict[str, str]) -> Iterator[Targets]:
     """`embedded`: one process on in-memory adapters; `local`: ingress, stream and a batcher
     against the local RabbitMQ and Redis, on a queue and key prefix of their own."""
     run_id = uuid.uuid4().hex[:8]
-    base = {**os.environ, "LOG_LEVEL": "WARNING", "LOG_FORMAT": "json", "HOST": "127.0.0.1", **env}
+    base = {
+        **os.environ,
+        "LOG_LEVEL": "WARNING",
+        "LOG_FORMAT": "json",
+        "HOST": "127.0.0.1",
+        "METRICS_PORT": "0",
+        **env,
+    }
     processes: list[subprocess.Popen[bytes]] = []
 
     def spawn(module: str, extra: dict[str, str]) -> None:

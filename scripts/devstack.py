@@ -41,6 +41,7 @@ DEFAULTS = {
     "STREAM_PORT": "50052",
     "BATCHER_HEALTH_PORT": "50053",
     "BATCHER_REPLICAS": "1",
+    "BATCHER_METRICS_PORT": "9102",  # replicas count upward from here
     "ENVOY_PORT": "8080",
     "ENVOY_ADMIN_PORT": "9901",
     "WEB_PORT": "3000",
@@ -266,6 +267,7 @@ def up_plan(env: dict[str, str]) -> list[Process]:
             "BATCHER_HEALTH_PORT",
             BATCHER_HEALTH_PORT=str(base + i),
             WORKER_NAME=f"batcher-{i + 1}",
+            METRICS_PORT=str(int(env["BATCHER_METRICS_PORT"]) + i),
         )
         for i in range(int(env["BATCHER_REPLICAS"]))
     ]

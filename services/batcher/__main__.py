@@ -9,7 +9,7 @@ from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
 from batchline import logs
-from batchline.lifecycle import GrpcServer, stop_on_signals, watch_dependencies
+from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals, watch_dependencies
 from batchline.rabbit import RabbitBroker
 from batchline.redis_store import RedisJobStore
 from batchline.settings import require_distributed
@@ -24,6 +24,7 @@ async def serve(settings: BatcherSettings, stop: asyncio.Event, model: Model | N
     broker = await RabbitBroker.connect(settings.broker, name=f"batchline-batcher-{settings.worker}")
     batcher = Batcher(settings, store, broker, model)
     await batcher.warm_up()  # before health can say SERVING
+    serve_metrics(settings.metrics_port)
     health = None
     if settings.health_port:
         health = GrpcServer(["batchline.batcher"], port=settings.health_port)

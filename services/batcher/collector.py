@@ -6,9 +6,10 @@ The rules, in order:
 1. A job whose deadline has passed is dropped (the batcher fails it, never computes it).
 2. Order by urgency: priority, raised by one level per `aging_s` waited so nothing starves;
    then earliest deadline; then arrival. The most urgent job seeds the next batch.
-3. Fill the batch from the `pool` most urgent jobs, nearest token length to the seed first
-   (length-aware), so a batch pads little; a candidate that would push size x longest past the
-   token budget is skipped. The seed always runs, even alone, even over budget.
+3. Fill the batch from the `pool` most urgent jobs. Length-aware: of the runs of jobs next to
+   the seed in token length, the one that wastes the fewest padded tokens, so a batch pads
+   little; the run shrinks until size x longest fits the token budget. FIFO: in urgency order,
+   skipping what would break the budget. The seed always runs, even alone, even over budget.
 4. Close when full (SIZE) or when the budget stops it growing (TOKENS). Otherwise: greedy runs
    at once (DRAINED); a fixed window runs once the oldest has waited `max_wait_s` (WAIT); the
    adaptive mode waits only while the measured arrival rate says the batch would fall behind
@@ -61,6 +62,10 @@ class Policy:
     length_aware: bool = True
     pool: int = 64  # how many of the most urgent jobs a batch may be chosen from
     aging_s: float = 0.1  # one priority level gained per this long waited
+    # Adaptive wait lets small batches run while they keep the model at most this busy.
+    # Below 1 buys headroom with waiting; measured here, waiting did not pay (see
+    # docs/benchmarks/batching.md), so the default only refuses to fall behind.
+    target_utilization: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -126,13 +131,34 @@ def next_batch(waiting: Sequence[Waiting], now: float, policy: Policy, load: Loa
 
 
 def _fill(waiting: Sequence[Waiting], pool: list[int], policy: Policy) -> tuple[list[int], bool]:
-    """The seed plus the nearest-length candidates that fit; whether the budget stopped one."""
-    seed, *rest = pool
-    if policy.length_aware:
-        seed_tokens = waiting[seed].tokens
-        rest.sort(key=lambda i: abs(waiting[i].tokens - seed_tokens))  # stable: urgency breaks ties
-    take, longest, budget_hit = [seed], waiting[seed].tokens, False
-    for i in rest:
+    """The seed and the jobs to run with it; whether the token budget stopped the batch growing."""
+    seed = pool[0]
+    if not policy.length_aware:
+        return _fill_in_order(waiting, pool, policy)
+    # Length-aware: sort the pool by length and take the run of neighbours around the seed
+    # that wastes the fewest padded tokens (size x longest - real), within the budget.
+    by_length = sorted(pool, key=lambda i: waiting[i].tokens)  # stable: urgency breaks ties
+    at = by_length.index(seed)
+    lengths = [waiting[i].tokens for i in by_length]
+    for size in range(min(policy.max_batch_size, len(pool)), 0, -1):
+        best: tuple[int, int] | None = None  # (waste, first index)
+        for first in range(max(0, at - size + 1), min(at, len(pool) - size) + 1):
+            longest = lengths[first + size - 1]
+            if policy.max_batch_tokens and size > 1 and size * longest > policy.max_batch_tokens:
+                continue
+            waste = size * longest - sum(lengths[first : first + size])
+            if best is None or waste < best[0]:
+                best = (waste, first)
+        if best is not None:
+            budget_hit = size < min(policy.max_batch_size, len(pool))
+            return by_length[best[1] : best[1] + size], budget_hit
+    return [seed], False  # unreachable: a batch of one always fits
+
+
+def _fill_in_order(waiting: Sequence[Waiting], pool: list[int], policy: Policy) -> tuple[list[int], bool]:
+    """FIFO (by urgency): take jobs in order, skipping any that would break the budget."""
+    take, longest, budget_hit = [pool[0]], waiting[pool[0]].tokens, False
+    for i in pool[1:]:
         if len(take) >= policy.max_batch_size:
             break
         grown = max(longest, waiting[i].tokens)
@@ -147,18 +173,22 @@ def _fill(waiting: Sequence[Waiting], pool: list[int], policy: Policy) -> tuple[
 def _worth_waiting(size: int, longest: int, policy: Policy, load: Load | None) -> float | None:
     """How long to wait for a fuller batch, or None to run now.
 
-    Running `size` jobs now costs forward_s(size); the batcher keeps up with arrivals at that
-    size only if rate x forward_s(size) / size < 1. While it keeps up, waiting adds latency and
-    buys nothing: run now. When it would fall behind, wait for the jobs that make the batch
-    sustainable (or full), as long as the measured rate says they take to arrive.
+    Running batches of `size` keeps the model busy rate x forward_s(size) / size of the time.
+    Below the target utilization, waiting adds latency and buys nothing: run now. Above it,
+    small batches would fall behind (or leave no headroom): wait for the jobs that bring the
+    batch under the target (or fill it), as long as the measured rate says they take to arrive.
     """
     if load is None or load.arrival_rate <= 0:
         return None
-    rate = load.arrival_rate
-    if rate * load.forward_s(size, longest) / size < 1:
+    rate, target_busy = load.arrival_rate, policy.target_utilization
+
+    def busy(n: int) -> float:
+        return rate * load.forward_s(n, longest) / n
+
+    if busy(size) < target_busy:
         return None
     target = next(
-        (n for n in range(size + 1, policy.max_batch_size + 1) if rate * load.forward_s(n, longest) / n < 1),
+        (n for n in range(size + 1, policy.max_batch_size + 1) if busy(n) < target_busy),
         policy.max_batch_size,
     )
     return (target - size) / rate

@@ -88,6 +88,8 @@ class BatcherSettings:
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     # gRPC health port (0 = do not serve health).
     health_port: int = 0
+    # Prometheus /metrics port (0 = do not serve metrics).
+    metrics_port: int = 0
 
     def __post_init__(self) -> None:
         if self.prefetch < 4 * self.max_batch_size:
@@ -119,4 +121,5 @@ class BatcherSettings:
             prefetch=env_int(env, "PREFETCH", 4 * max_batch_size, minimum=1),
             worker=env_str(env, "WORKER_NAME", f"{socket.gethostname()}-{os.getpid()}"),
             health_port=env_int(env, "BATCHER_HEALTH_PORT", 0, minimum=0),
+            metrics_port=env_int(env, "METRICS_PORT", 9102, minimum=0),
         )

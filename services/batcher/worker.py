@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
 
+from batcher import metrics
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ArrivalRate, ForwardTime
 from batcher.model import BatchOutput, Encoded, Model, ModelError, Prediction
@@ -154,6 +155,8 @@ class Batcher:
             if task.HasField("deadline"):
                 deadline = now + (codec.seconds(task.deadline) - time.time())
             [encoded] = self._model.encode([task.text])
+            if delivery.attempt > 1:
+                metrics.REDELIVERIES.inc()
             self._waiting.append(Pending(task, delivery, encoded, now, deadline))
             self.arrivals.add(now)
             self._wake.set()
@@ -161,6 +164,7 @@ class Batcher:
     async def _poison(self, delivery: Delivery, exc: Exception) -> None:
         """An undecodable message: dead-letter it, and fail its job if we can name it."""
         self.counters.poison += 1
+        metrics.JOBS.labels("poison").inc()
         log.warning(
             "undecodable task rejected to the dead-letter queue: %s",
             exc,
@@ -252,6 +256,7 @@ class Batcher:
         self.counters.batches += 1
         self.counters.done += computed
         self.counters.failed += len(runnable) - computed
+        self._observe(record, len(runnable), [started - codec.seconds(p.task.accepted_at) for p in runnable])
         log.info(
             "batch done",
             extra={
@@ -277,6 +282,20 @@ class Batcher:
         for pending in expired:
             await pending.delivery.ack()
         self.counters.failed += len(expired)
+        metrics.JOBS.labels("expired").inc(len(expired))
+
+    @staticmethod
+    def _observe(record: BatchRecord, size: int, waits_s: list[float]) -> None:
+        metrics.BATCHES.labels(record.close_reason.removeprefix("BATCH_CLOSE_REASON_").lower()).inc()
+        metrics.BATCH_SIZE.observe(size)
+        metrics.BATCH_PADDED_TOKENS.observe(record.padded_tokens)
+        metrics.REAL_TOKENS.inc(record.real_tokens)
+        metrics.PADDED_TOKENS.inc(record.padded_tokens)
+        metrics.INFERENCE_SECONDS.observe(record.inference_ms / 1000)
+        for wait in waits_s:
+            metrics.QUEUE_WAIT_SECONDS.observe(max(0.0, wait))
+        metrics.JOBS.labels("done").inc(record.size)
+        metrics.JOBS.labels("failed").inc(size - record.size)
 
     async def _admit(self, batch: list[Pending]) -> list[Pending]:
         """Drop what must not run: finished (a redelivery), cancelled, unknown, or past its deadline."""
@@ -286,6 +305,7 @@ class Batcher:
         for pending, status in zip(batch, statuses, strict=True):
             if status is None or codec.is_terminal(status):
                 self.counters.skipped += 1
+                metrics.JOBS.labels("skipped").inc()
                 await pending.delivery.ack()
             elif pending.task.HasField("deadline") and codec.seconds(pending.task.deadline) <= now:
                 expired.append(pending)
@@ -296,6 +316,7 @@ class Batcher:
             for pending in expired:
                 await pending.delivery.ack()
             self.counters.failed += len(expired)
+            metrics.JOBS.labels("expired").inc(len(expired))
         return runnable
 
     async def _infer(self, items: list[Pending]) -> list[Pass]:

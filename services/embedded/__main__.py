@@ -15,7 +15,7 @@ from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
 from batchline import logs, names
-from batchline.lifecycle import GrpcServer, stop_on_signals
+from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import SettingsError, env_int
 from batchline.v1 import inference_pb2_grpc, stream_pb2_grpc
@@ -34,6 +34,7 @@ async def serve(
     port: int = names.EMBEDDED_PORT,
     host: str = "0.0.0.0",
     model: Model | None = None,
+    metrics_port: int = 0,
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
     """Serve InferenceService and JobStreamService on one port until `stop`."""
@@ -47,6 +48,7 @@ async def serve(
     fanout = Fanout(store, stream_settings.watcher_buffer, stream_settings.max_watchers)
     batcher = Batcher(batcher_settings, store, broker, model)
     await batcher.warm_up()
+    serve_metrics(metrics_port)
 
     server = GrpcServer(
         ["batchline.v1.InferenceService", "batchline.v1.JobStreamService"], host=host, port=port
@@ -83,7 +85,7 @@ async def _main() -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
     port = env_int(os.environ, "PORT", names.EMBEDDED_PORT, minimum=0)
-    await serve(stop, port=port)
+    await serve(stop, port=port, metrics_port=env_int(os.environ, "METRICS_PORT", 9100, minimum=0))
 
 
 def main() -> None:

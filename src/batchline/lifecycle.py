@@ -17,6 +17,7 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from grpc_reflection.v1alpha import reflection
 
 from batchline.errors import ErrorInterceptor
+from batchline.settings import SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +130,18 @@ def wait_until_serving(target: str, timeout_s: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{target} did not become SERVING within {timeout_s:.0f}s")
         time.sleep(0.1)
+
+
+def serve_metrics(port: int) -> None:
+    """Prometheus /metrics on `port` (a daemon thread); 0 serves nothing."""
+    if not port:
+        return
+    from prometheus_client import start_http_server
+
+    try:
+        start_http_server(port)
+    except OSError as exc:
+        raise SettingsError(
+            f"METRICS_PORT={port} cannot be served ({exc}); set another, or 0 for none"
+        ) from exc
+    log.info("metrics on :%d/metrics", port)

@@ -29,6 +29,7 @@ def test_chat_ui_in_chromium(services: list[Service], clean_env: None, tmp_path:
             "ENVOY_ADMIN_PORT": "0",
             "WEB_PORT": str(web),
             "DEVSTACK_DIR": str(tmp_path),
+            "METRICS_PORT": "0",
             # Slow enough that ten lines keep the last ones queued for a second or two.
             "MODEL_BACKEND": "simulated",
             "SIM_FIXED_MS": "400",

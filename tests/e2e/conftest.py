@@ -107,6 +107,7 @@ def service_env(broker_settings: BrokerSettings, store_settings: StoreSettings) 
         "STREAM_PORT": "0",
         "HOST": "127.0.0.1",
         "MODEL_BACKEND": "simulated",
+        "METRICS_PORT": "0",
     }
 
 

@@ -13,7 +13,7 @@ from tests.e2e.test_readme import free_port
 
 
 def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], tmp_path: Path) -> None:
-    ports = [free_port() for _ in range(6)]
+    ports = [free_port() for _ in range(7)]
     env = {
         **os.environ,
         **service_env,
@@ -24,6 +24,7 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         "ENVOY_PORT": str(ports[4]),
         "ENVOY_ADMIN_PORT": "0",
         "WEB_PORT": str(ports[5]),
+        "BATCHER_METRICS_PORT": str(ports[6]),
         "DEVSTACK_DIR": str(tmp_path),
     }
     env.pop("HOST", None)

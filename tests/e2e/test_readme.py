@@ -6,6 +6,7 @@ import re
 import signal
 import socket
 import subprocess
+import urllib.request
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import Service
@@ -30,12 +31,13 @@ def test_readme_quick_start_runs(services: list[Service], clean_env: None) -> No
     assert commands == ["make run", "make test"]
     assert len(examples) == 3, "the gRPC, REST and grpc-web examples"
 
-    port, envoy, web = free_port(), free_port(), free_port()
+    port, envoy, web, metrics = free_port(), free_port(), free_port(), free_port()
     env = {
         "PORT": str(port),
         "ENVOY_PORT": str(envoy),
         "ENVOY_ADMIN_PORT": "0",
         "WEB_PORT": str(web),
+        "METRICS_PORT": str(metrics),
         "MODEL_BACKEND": "auto",
     }
     run = Service("make run", env, argv=["make", "-s", "run"])
@@ -55,6 +57,9 @@ def test_readme_quick_start_runs(services: list[Service], clean_env: None) -> No
     assert "batch_size=" in grpc and "queue_wait=" in grpc
     assert rest.strip().splitlines()[-1].startswith('{"job":{') and '"JOB_STATUS_DONE"' in rest
     assert '"status":"DONE"' in grpc_web
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5) as reply:
+        exposition = reply.read().decode()
+    assert 'batchline_batches_total{close_reason="' in exposition  # the batches just run
 
     run.kill(signal.SIGINT)  # Ctrl-C: the pipeline drains, Envoy closes, and it says so
     run.process.wait(40)  # make itself then exits by SIGINT, as make does on Ctrl-C

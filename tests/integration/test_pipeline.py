@@ -13,6 +13,7 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.rpc import code_pb2, error_details_pb2
 from grpc_status import rpc_status
+from prometheus_client import REGISTRY
 
 from batchline import codec
 from batchline.settings import StoreSettings
@@ -329,3 +330,41 @@ async def test_jobs_that_expire_or_are_cancelled_while_buffered_are_never_comput
     assert failed.error.code == code_pb2.DEADLINE_EXCEEDED
     assert (await pipeline.job(doomed.job_id)).status == codec.CANCELLED
     assert model.computed == ["holding the model", "still wanted"]
+
+
+async def test_a_batch_moves_the_batch_metrics(make_pipeline: MakePipeline) -> None:
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = {
+        "batches": sum(
+            sample("batchline_batches_total", close_reason=r) for r in ("size", "drained", "wait")
+        ),
+        "size_count": sample("batchline_batch_size_count"),
+        "size_sum": sample("batchline_batch_size_sum"),
+        "real": sample("batchline_real_tokens_total"),
+        "padded": sample("batchline_padded_tokens_total"),
+        "waits": sample("batchline_queue_wait_seconds_count"),
+        "passes": sample("batchline_inference_seconds_count"),
+        "done": sample("batchline_batcher_jobs_total", outcome="done"),
+    }
+    pipeline = await make_pipeline(batcher=False)
+    answers = (
+        await pipeline.inference.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=["a b c", "d e"] * 3))
+    ).jobs
+    await pipeline.start_batcher()  # all six wait in the queue: one batch of six
+    for answer in answers:
+        await pipeline.wait_status(answer.job_id, codec.DONE)
+
+    after_batches = sum(
+        sample("batchline_batches_total", close_reason=r) for r in ("size", "drained", "wait")
+    )
+    assert after_batches - before["batches"] == len(pipeline.model.batch_sizes)
+    assert sample("batchline_batch_size_count") - before["size_count"] == len(pipeline.model.batch_sizes)
+    assert sample("batchline_batch_size_sum") - before["size_sum"] == 6
+    assert sample("batchline_queue_wait_seconds_count") - before["waits"] == 6
+    assert sample("batchline_inference_seconds_count") - before["passes"] == len(pipeline.model.batch_sizes)
+    assert sample("batchline_batcher_jobs_total", outcome="done") - before["done"] == 6
+    real = sample("batchline_real_tokens_total") - before["real"]
+    padded = sample("batchline_padded_tokens_total") - before["padded"]
+    assert real == 3 * (5 + 4) and padded >= real  # [CLS] a b c [SEP], [CLS] d e [SEP]

@@ -189,9 +189,22 @@ def test_adaptive_is_greedy_before_it_has_measured_anything() -> None:
 def test_adaptive_waits_when_running_now_would_fall_behind() -> None:
     # 80 jobs/s: a pass of 1 (30 ms) serves 33/s, not enough; a pass of n serves n/(0.02+0.01n),
     # which first exceeds 80/s at n = 9: wait for 8 more, 8/80 s.
-    decision = next_batch(items(0.0), now=0.0, policy=Policy(16, 0.2, adaptive=True), load=adaptive(80))
+    policy = Policy(16, 0.2, adaptive=True, target_utilization=1.0)
+    decision = next_batch(items(0.0), now=0.0, policy=policy, load=adaptive(80))
     assert decision.take == ()
     assert decision.wait_s == pytest.approx(8 / 80)
+
+
+def test_adaptive_keeps_headroom_below_its_target_utilization() -> None:
+    # 20 jobs/s: a pass of 1 keeps the model 60% busy, of 2: 40%. With a 50% target it waits
+    # for a second job (1/20 s); with the default (100%) it runs at once.
+    load = adaptive(20)
+    waits = next_batch(
+        items(0.0), now=0.0, policy=Policy(16, 0.2, adaptive=True, target_utilization=0.5), load=load
+    )
+    assert waits.take == () and waits.wait_s == pytest.approx(1 / 20)
+    runs = next_batch(items(0.0), now=0.0, policy=Policy(16, 0.2, adaptive=True), load=load)
+    assert runs.take == (0,)
 
 
 def test_adaptive_never_waits_past_its_cap() -> None:
@@ -200,7 +213,6 @@ def test_adaptive_never_waits_past_its_cap() -> None:
 
 
 def test_adaptive_runs_a_batch_that_already_keeps_up() -> None:
-    decision = next_batch(
-        items(*[0.0] * 9), now=0.0, policy=Policy(16, 0.2, adaptive=True), load=adaptive(80)
-    )
+    policy = Policy(16, 0.2, adaptive=True, target_utilization=1.0)
+    decision = next_batch(items(*[0.0] * 9), now=0.0, policy=policy, load=adaptive(80))
     assert len(decision.take) == 9 and decision.close_reason == DRAINED

@@ -1,0 +1,509 @@
+"""`make bench-batching`: how close the batching engine gets to the model's own limit.
+
+Runs the real services (ingress, batcher with the real `hf` backend) on the local RabbitMQ and
+Redis, with a full-size DistilBERT-shaped model with random weights (the same compute as the
+real one; built once under .run/, never committed) and review-like sentences of 5-30 words.
+All in one run, side by side:
+
+1. the bare model: forward passes per second at batch 16 (random batches, as a naive server
+   forms them) and one single-item pass, in the process, before the services start;
+2. configs 1:0 (no batching), 16:50 and 16:0 (FIFO, fixed window / greedy) and the default
+   (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity,
+   open loop; end-to-end latency is accepted -> result stored, from each job's own trace;
+3. saturation: a backlog of jobs through the default config, fp32 and bf16.
+
+Writes docs/benchmarks/batching.{md,json,png} and batching-raw.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from batchline import codec
+from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
+from bench import stack
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_DIR = ROOT / ".run" / "bench-model" / "distilbert-random"
+LABELS = {0: "NEGATIVE", 1: "POSITIVE"}
+WORDS = (
+    "the a this that it was is were very really quite so too not never always food service staff "
+    "room hotel film movie story acting plot music price value delivery order package app phone "
+    "battery screen camera support team waiter table menu dinner lunch breakfast coffee pizza "
+    "great good excellent amazing awesome lovely nice friendly fast clean fresh tasty perfect "
+    "bad terrible awful horrible poor slow rude dirty cold broken boring disappointing cheap "
+    "expensive late early long short loud quiet small big new old and but or because although "
+    "while after before again ever just only also still even we i they he she you our my their "
+    "loved hated liked enjoyed recommend returned waited ordered bought watched stayed tried "
+    "will would could should might must can did does had has have be been being get got make "
+    "made take took give gave go went come came see saw know knew think thought feel felt "
+    "hour hours minutes day days week night time times year place people thing things way "
+    "experience quality size color design update version feature problem issue refund "
+    "manager owner family friends kids everyone nobody someone something nothing everything"
+).split()
+PUNCTUATION = [",", ".", "!", "'"]
+CONFIGS: dict[str, dict[str, str]] = {
+    "1:0": {"MAX_BATCH_SIZE": "1", "MAX_WAIT_MS": "0", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
+    "16:50": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "50", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
+    "16:0": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "0", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
+    "default": {},  # MAX_BATCH_SIZE 16, MAX_WAIT_MS auto, length-aware, MAX_BATCH_TOKENS 4096
+}
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    """Review-like sentences: 5-30 words, lengths spread evenly, then +-20% noise."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = max(3, round(rng.randint(5, 30) * rng.uniform(0.8, 1.2)))
+        text = " ".join(rng.choice(WORDS) for _ in range(words))
+        out.append(text + rng.choice([".", "!", ""]))
+    return out
+
+
+def build_model(path: Path = MODEL_DIR) -> Path:
+    """A DistilBERT with the real architecture and size and random weights, with a WordPiece
+    vocabulary in which every benchmark word is one token. Built once, reused."""
+    if (path / "config.json").exists():
+        return path
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification, DistilBertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *PUNCTUATION, *sorted(set(WORDS))]
+    vocab += [f"[unused{i}]" for i in range(30522 - len(vocab))]
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = DistilBertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True)
+    tokenizer.model_max_length = 512
+    tokenizer.save_pretrained(path)
+    config = DistilBertConfig(num_labels=2, id2label=LABELS, label2id={v: k for k, v in LABELS.items()})  # type: ignore[call-arg]
+    model = DistilBertForSequenceClassification(config)
+    model.eval()  # type: ignore[no-untyped-call]
+    model.save_pretrained(path)
+    return path
+
+
+# --- 1. the bare model ----------------------------------------------------------------------------
+
+
+def bare_model(path: Path, precision: str, threads: int, seconds: float) -> dict[str, float]:
+    """Forward throughput at batch 16 over random (FIFO) batches, and one single-item pass."""
+    from batcher.hf import HFModel
+    from batcher.settings import ModelSettings
+
+    model = HFModel(
+        ModelSettings(backend="hf", model_path=str(path), torch_threads=threads, precision=precision)
+    )
+    model.warm_up(16)
+    texts = sentences(4000, seed=7)
+    encoded = model.encode(texts)
+    singles = []
+    for e in sorted(encoded[:41], key=lambda e: e.tokens)[15:26]:  # around the median length
+        started = time.perf_counter()
+        model.predict([e])
+        singles.append((time.perf_counter() - started) * 1000)
+    done, real, padded, started = 0, 0, 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        batch = encoded[done % 3984 : done % 3984 + 16]
+        output = model.predict(batch)
+        done, real, padded = done + len(batch), real + output.real_tokens, padded + output.padded_tokens
+    elapsed = time.perf_counter() - started
+    del model
+    gc.collect()
+    return {
+        "throughput_per_s": done / elapsed,
+        "single_pass_ms": statistics.median(singles),
+        "fifo_padding_efficiency": real / padded,
+    }
+
+
+# --- 2. open-loop runs through the services ---------------------------------------------------------
+
+
+@dataclass
+class Run:
+    config: str
+    load: float  # fraction of bare capacity
+    offered_rps: float
+    jobs: list[job_pb2.Job]
+    wall_s: float
+    send_lag_p99_ms: float
+
+    def summary(self) -> dict[str, Any]:
+        done = [j for j in self.jobs if j.status == codec.DONE]
+        e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
+        per_job = [j.trace.inference_ms / max(1, j.trace.batch_size) for j in done]
+        # Everything but the forward pass: queue wait, broker and store hops, batching wait.
+        outside = [e - j.trace.inference_ms for e, j in zip(e2e, done, strict=True)]
+        batches = {j.trace.batch_id: j.trace for j in done}
+        real = sum(t.batch_real_tokens for t in batches.values())
+        padded = sum(t.batch_padded_tokens for t in batches.values())
+        reasons: dict[str, int] = {}
+        for t in batches.values():
+            name = job_pb2.BatchCloseReason.Name(t.close_reason).removeprefix("BATCH_CLOSE_REASON_").lower()
+            reasons[name] = reasons.get(name, 0) + 1
+        finished = [codec.seconds(j.trace.finished_at) for j in done]
+        return {
+            "config": self.config,
+            "load": self.load,
+            "offered_rps": self.offered_rps,
+            "jobs": len(self.jobs),
+            "done": len(done),
+            "not_done": len(self.jobs) - len(done),
+            "completed_rps": len(done) / (max(finished) - min(finished)) if len(finished) > 1 else 0.0,
+            "e2e_p50_ms": pct(e2e, 50),
+            "e2e_p90_ms": pct(e2e, 90),
+            "e2e_p99_ms": pct(e2e, 99),
+            "compute_per_job_ms": pct(per_job, 50),
+            "outside_model_p50_ms": pct(outside, 50),
+            "mean_batch_size": len(done) / len(batches) if batches else 0.0,
+            "padding_efficiency": real / padded if padded else 0.0,
+            "close_reasons": reasons,
+            "send_lag_p99_ms": self.send_lag_p99_ms,
+        }
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+async def open_loop(target: str, texts: list[str], rate: float) -> tuple[list[str], float, float]:
+    """Submit texts[i] at start + i / rate; the job ids, the wall time and the p99 send lag."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        inference = inference_pb2_grpc.InferenceServiceStub(channel)
+        start = time.perf_counter() + 0.05
+        lags: list[float] = []
+
+        async def one(i: int) -> str:
+            scheduled = start + i / rate
+            await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
+            lags.append((time.perf_counter() - scheduled) * 1000)
+            answer = await inference.Submit(inference_pb2.SubmitRequest(text=texts[i]), timeout=30)
+            return answer.job_id
+
+        ids = await asyncio.gather(*(one(i) for i in range(len(texts))))
+        return list(ids), time.perf_counter() - start, pct(lags, 99)
+
+
+async def backlog(target: str, texts: list[str]) -> list[str]:
+    """Submit every text at once (SubmitBatch of 64): the batcher runs flat out."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        inference = inference_pb2_grpc.InferenceServiceStub(channel)
+        ids: list[str] = []
+        for i in range(0, len(texts), 64):
+            answer = await inference.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=texts[i : i + 64]))
+            ids += [job.job_id for job in answer.jobs]
+        return ids
+
+
+async def finished_count(target: str) -> int:
+    """Jobs that reached a terminal state in this stack so far (GetStats: one cheap call)."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        stats = await inference_pb2_grpc.InferenceServiceStub(channel).GetStats(
+            inference_pb2.GetStatsRequest()
+        )
+        return sum(stats.finished.values())
+
+
+async def collect(target: str, ids: list[str], baseline: int, timeout_s: float = 300) -> list[job_pb2.Job]:
+    """Every job's final record. Waits on GetStats (one call a second, so the benchmark does not
+    steal the CPU it measures) until `baseline + len(ids)` jobs have finished, then reads each
+    job once, in modest chunks, retrying a refused read."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        inference = inference_pb2_grpc.InferenceServiceStub(channel)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            stats = await inference.GetStats(inference_pb2.GetStatsRequest())
+            if sum(stats.finished.values()) >= baseline + len(ids):
+                break
+            await asyncio.sleep(1.0)
+
+        async def get(job_id: str) -> job_pb2.Job:
+            for attempt in range(5):
+                try:
+                    reply = await inference.GetJob(inference_pb2.GetJobRequest(job_id=job_id), timeout=10)
+                    return reply.job
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                        raise
+                    await asyncio.sleep(0.2 * (attempt + 1))
+            raise RuntimeError(f"could not read job {job_id}")
+
+        jobs: list[job_pb2.Job] = []
+        for i in range(0, len(ids), 50):
+            jobs += await asyncio.gather(*(get(j) for j in ids[i : i + 50]))
+        return jobs
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def measure_config(
+    name: str,
+    model: Path,
+    precision: str,
+    capacity: float,
+    loads: list[float],
+    repeats: int,
+    duration_s: float,
+) -> list[dict[str, Any]]:
+    env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
+    results = []
+    with stack.start("local", env) as targets:
+        warm = sentences(32, seed=1)  # first calls through the fresh services
+        asyncio.run(collect(targets.ingress, asyncio.run(backlog(targets.ingress, warm)), 0))
+        for load in loads:
+            rate = load * capacity
+            for repeat in range(repeats):
+                # At least 200 jobs, so a p99 is not just the slowest of a few dozen.
+                texts = sentences(max(200, int(rate * duration_s)), seed=1000 * repeat + int(load * 100))
+                baseline = asyncio.run(finished_count(targets.ingress))
+                ids, wall, lag = asyncio.run(open_loop(targets.ingress, texts, rate))
+                jobs = asyncio.run(collect(targets.ingress, ids, baseline))
+                summary = Run(name, load, rate, jobs, wall, lag).summary()
+                results.append(summary)
+                progress(
+                    f"{name:>7} {precision} load {load:.0%} ({rate:.0f}/s) #{repeat + 1}: "
+                    f"p50 {summary['e2e_p50_ms']:.0f} ms, p99 {summary['e2e_p99_ms']:.0f} ms, "
+                    f"batch {summary['mean_batch_size']:.1f}, padding {summary['padding_efficiency']:.2f}"
+                )
+    return results
+
+
+def measure_saturation(
+    name: str, model: Path, precision: str, jobs: int, repeats: int
+) -> list[dict[str, Any]]:
+    env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
+    results = []
+    with stack.start("local", env) as targets:
+        for repeat in range(repeats):
+            texts = sentences(jobs, seed=500 + repeat)
+            baseline = asyncio.run(finished_count(targets.ingress))
+            ids = asyncio.run(backlog(targets.ingress, texts))
+            records = asyncio.run(collect(targets.ingress, ids, baseline))
+            summary = Run(name, float("inf"), 0.0, records, 0.0, 0.0).summary()
+            summary["precision"] = precision
+            results.append(summary)
+            progress(
+                f"saturation {name} {precision} #{repeat + 1}: {summary['completed_rps']:.1f} jobs/s, "
+                f"padding {summary['padding_efficiency']:.2f}, batch {summary['mean_batch_size']:.1f}"
+            )
+    return results
+
+
+# --- report ---------------------------------------------------------------------------------------------
+
+
+def median_of(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in runs))
+
+
+def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
+    bare, runs, saturation = raw["bare"], raw["runs"], raw["saturation"]
+    configs = list(CONFIGS)
+    loads = sorted({r["load"] for r in runs})
+    table: dict[tuple[str, float], dict[str, float]] = {}
+    for config in configs:
+        for load in loads:
+            group = [r for r in runs if r["config"] == config and r["load"] == load]
+            if group:
+                keys = ["offered_rps", "completed_rps", "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms",
+                        "compute_per_job_ms", "outside_model_p50_ms", "mean_batch_size",
+                        "padding_efficiency"]  # fmt: skip
+                table[(config, load)] = {k: median_of(group, k) for k in keys}
+
+    def sat(precision: str, key: str) -> float:
+        group = [r for r in saturation if r["precision"] == precision]
+        return median_of(group, key) if group else float("nan")
+
+    fp32, bf16 = bare["fp32"], bare.get("bf16", {})
+    light = min(loads)
+    ratios = []
+    for load in loads:
+        fixed = [table[(c, load)]["e2e_p99_ms"] for c in configs if c != "default" and (c, load) in table]
+        if fixed and ("default", load) in table:
+            ratios.append(table[("default", load)]["e2e_p99_ms"] / min(fixed))
+    at_40 = min(loads, key=lambda load: abs(load * fp32["throughput_per_s"] - 40))
+    summary = {
+        "bare_fp32_throughput_per_s": fp32["throughput_per_s"],
+        "bare_bf16_throughput_per_s": bf16.get("throughput_per_s", float("nan")),
+        "saturation_fp32_jobs_per_s": sat("fp32", "completed_rps"),
+        "saturation_bf16_jobs_per_s": sat("bf16", "completed_rps"),
+        "saturation_ratio": sat("fp32", "completed_rps") / fp32["throughput_per_s"],
+        "saturation_ratio_bf16": sat("bf16", "completed_rps") / bf16["throughput_per_s"]
+        if bf16
+        else float("nan"),
+        "padding_efficiency": sat("fp32", "padding_efficiency"),
+        "fifo_padding_efficiency": fp32["fifo_padding_efficiency"],
+        "single_pass_ms": fp32["single_pass_ms"],
+        "light_load": light,
+        "light_load_p50_ms": table[("default", light)]["e2e_p50_ms"],
+        "light_load_overhead_ms": table[("default", light)]["e2e_p50_ms"] - fp32["single_pass_ms"],
+        "light_load_outside_model_p50_ms": table[("default", light)]["outside_model_p50_ms"],
+        "p99_near_40_rps_ms": table[("default", at_40)]["e2e_p99_ms"],
+        "p99_near_40_rps_offered": table[("default", at_40)]["offered_rps"],
+        "p99_at_90pct_ms": table[("default", max(loads))]["e2e_p99_ms"],
+        "default_vs_best_p99_ratio": max(ratios) if ratios else float("nan"),
+    }
+    (out / "batching.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "batching-raw.json").write_text(json.dumps(raw, indent=2) + "\n")
+    plot(table, configs, loads, fp32["throughput_per_s"], out / "batching.png")
+
+    lines = [
+        "# Batching: end to end against the bare model",
+        "",
+        f"Measured {raw['when']} on {raw['machine']}; reproduce with `{command}`.",
+        "Full-size DistilBERT shape with random weights (same compute as the real model), review-like",
+        "sentences of 5-30 words; ingress and the batcher as processes on the local RabbitMQ and Redis;",
+        "end-to-end latency = accepted -> result stored, from each job's trace. Medians of",
+        f"{raw['repeats']} runs of {raw['duration_s']:.0f} s per cell. Raw numbers: `batching-raw.json`.",
+        "",
+        "## The limit, and how close the pipeline gets",
+        "",
+        "| | fp32 | bf16 |",
+        "|---|---|---|",
+        f"| bare model, batch 16 (FIFO batches), sequences/s | {fp32['throughput_per_s']:.1f} | "
+        f"{bf16.get('throughput_per_s', float('nan')):.1f} |",
+        "| end to end at saturation (default policy), jobs/s | "
+        f"{summary['saturation_fp32_jobs_per_s']:.1f} | "
+        f"{summary['saturation_bf16_jobs_per_s']:.1f} |",
+        f"| ratio | {summary['saturation_ratio']:.2f} | {summary['saturation_ratio_bf16']:.2f} |",
+        "",
+        f"Padding efficiency at saturation: **{summary['padding_efficiency']:.2f}** real/padded tokens "
+        "with the",
+        f"default policy; FIFO batches of 16 of the same sentences: {fp32['fifo_padding_efficiency']:.2f}.",
+        f"One single-item forward pass: {fp32['single_pass_ms']:.1f} ms; end-to-end p50 at "
+        f"{light:.0%} load: {summary['light_load_p50_ms']:.1f} ms "
+        f"(overhead {summary['light_load_overhead_ms']:+.1f} ms; time outside the forward pass, from each",
+        f"job's trace: p50 {summary['light_load_outside_model_p50_ms']:.1f} ms).",
+        f"p99 at {summary['p99_near_40_rps_offered']:.0f} req/s (fp32, default): "
+        f"**{summary['p99_near_40_rps_ms']:.0f} ms**. Default p99 / best fixed config p99, worst load: "
+        f"{summary['default_vs_best_p99_ratio']:.2f}.",
+        "",
+        "## Configs side by side (fp32)",
+        "",
+        "Config `size:wait_ms`; the fixed configs batch FIFO; `default` is length-aware with a",
+        "4096-token budget and `MAX_WAIT_MS=auto`.",
+        "",
+        "| load | config | offered/s | done/s | p50 ms | p90 ms | p99 ms | compute/job ms "
+        "| mean batch | padding |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for load in loads:
+        for config in configs:
+            row = table.get((config, load))
+            if row:
+                lines.append(
+                    f"| {load:.0%} | {config} | {row['offered_rps']:.0f} | {row['completed_rps']:.1f} | "
+                    f"{row['e2e_p50_ms']:.0f} | {row['e2e_p90_ms']:.0f} | {row['e2e_p99_ms']:.0f} | "
+                    f"{row['compute_per_job_ms']:.1f} | {row['mean_batch_size']:.1f} | "
+                    f"{row['padding_efficiency']:.2f} |"
+                )
+    lines += ["", "![latency against load per config](batching.png)", ""]
+    (out / "batching.md").write_text("\n".join(lines))
+    return summary
+
+
+def plot(
+    table: dict[tuple[str, float], dict[str, float]],
+    configs: list[str],
+    loads: list[float],
+    capacity: float,
+    path: Path,
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
+    for config in configs:
+        xs = [load * capacity for load in loads if (config, load) in table]
+        for ax, key in zip(axes, ("e2e_p50_ms", "e2e_p99_ms"), strict=True):
+            ax.plot(
+                xs,
+                [table[(config, load)][key] for load in loads if (config, load) in table],
+                "o-",
+                label=config,
+            )
+    for ax, title in zip(axes, ("p50", "p99"), strict=True):
+        ax.set_title(f"end-to-end {title}")
+        ax.set_xlabel("offered load, requests/s")
+        ax.set_ylabel("ms")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(title="config")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.batching", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--loads", type=float, nargs="+", default=[0.1, 0.3, 0.6, 0.9], help="fractions of capacity"
+    )
+    parser.add_argument(
+        "--rps", type=float, nargs="*", default=[40.0], help="absolute rates to add to --loads"
+    )
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds of open-loop load per run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--saturation-jobs", type=int, default=1200, help="backlog size per saturation run")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch threads for the bare model (0 = all cores)"
+    )
+    parser.add_argument("--no-bf16", action="store_true", help="skip the bf16 measurements")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    threads = args.threads or os.cpu_count() or 1
+    precisions = ["fp32"] if args.no_bf16 else ["fp32", "bf16"]
+
+    progress(f"building (or reusing) the model at {MODEL_DIR}")
+    model = build_model()
+    bare = {}
+    for precision in precisions:
+        progress(f"bare model, {precision}, {threads} threads")
+        bare[precision] = bare_model(model, precision, threads, seconds=20.0)
+        progress(f"  {bare[precision]}")
+    capacity = bare["fp32"]["throughput_per_s"]
+    loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})
+    runs: list[dict[str, Any]] = []
+    for config in args.configs:
+        runs += measure_config(config, model, "fp32", capacity, loads, args.repeats, args.duration)
+    saturation: list[dict[str, Any]] = []
+    for precision in precisions:
+        saturation += measure_saturation("default", model, precision, args.saturation_jobs, args.repeats)
+    raw = {
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "duration_s": args.duration,
+        "repeats": args.repeats,
+        "bare": bare,
+        "runs": runs,
+        "saturation": saturation,
+    }
+    command = "python -m bench.batching " + " ".join(argv if argv is not None else sys.argv[1:])
+    summary = report(raw, args.out, command.strip())
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

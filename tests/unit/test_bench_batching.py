@@ -1,0 +1,69 @@
+"""The batching benchmark's own logic: its sentences and its report (not its numbers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench import batching
+
+
+def test_sentences_are_review_like_and_reproducible() -> None:
+    texts = batching.sentences(500, seed=3)
+    assert texts == batching.sentences(500, seed=3)
+    words = [len(t.split()) for t in texts]
+    assert min(words) >= 3 and max(words) <= 36  # 5-30 words, +-20%
+    assert 12 <= sum(words) / len(words) <= 23
+
+
+def run(config: str, load: float, p99: float) -> dict[str, Any]:
+    return {
+        "config": config,
+        "load": load,
+        "offered_rps": load * 60,
+        "completed_rps": load * 60,
+        "e2e_p50_ms": p99 / 2,
+        "e2e_p90_ms": p99 * 0.8,
+        "e2e_p99_ms": p99,
+        "compute_per_job_ms": 10.0,
+        "outside_model_p50_ms": 4.0,
+        "mean_batch_size": 4.0,
+        "padding_efficiency": 0.9,
+    }
+
+
+def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Path) -> None:
+    bare = {"throughput_per_s": 60.0, "single_pass_ms": 30.0, "fifo_padding_efficiency": 0.6}
+    raw = {
+        "when": "now",
+        "machine": "test",
+        "duration_s": 15.0,
+        "repeats": 1,
+        "bare": {"fp32": bare, "bf16": {**bare, "throughput_per_s": 120.0}},
+        "runs": [
+            run(c, load, p99)
+            for c, p99 in [("1:0", 400), ("16:50", 120), ("16:0", 100), ("default", 105)]
+            for load in (0.1, 0.9)
+        ],
+        "saturation": [
+            {"precision": "fp32", "completed_rps": 57.0, "padding_efficiency": 0.88},
+            {"precision": "bf16", "completed_rps": 114.0, "padding_efficiency": 0.88},
+        ],
+    }
+    summary = batching.report(raw, tmp_path, "python -m bench.batching")
+    assert summary["saturation_ratio"] == 57.0 / 60.0
+    assert summary["saturation_ratio_bf16"] == 114.0 / 120.0
+    assert summary["default_vs_best_p99_ratio"] == 105 / 100
+    assert summary["light_load_overhead_ms"] == 105 / 2 - 30.0
+    written = json.loads((tmp_path / "batching.json").read_text())
+    for key in (
+        "saturation_ratio",
+        "padding_efficiency",
+        "light_load_overhead_ms",
+        "default_vs_best_p99_ratio",
+    ):
+        assert key in written
+    table = (tmp_path / "batching.md").read_text()
+    assert "| 90% | default |" in table and "python -m bench.batching" in table
+    assert (tmp_path / "batching.png").stat().st_size > 10_000
