@@ -41,7 +41,9 @@ DEFAULTS = {
     "STREAM_PORT": "50052",
     "BATCHER_HEALTH_PORT": "50053",
     "BATCHER_REPLICAS": "1",
-    "BATCHER_METRICS_PORT": "9102",  # replicas count upward from here
+    "INGRESS_METRICS_PORT": "9101",
+    "STREAM_METRICS_PORT": "9103",
+    "BATCHER_METRICS_PORT": "9102",  # the first batcher; more count upward from 9104
     "ENVOY_PORT": "8080",
     "ENVOY_ADMIN_PORT": "9901",
     "WEB_PORT": "3000",
@@ -256,9 +258,12 @@ def up_plan(env: dict[str, str]) -> list[Process]:
     """The processes of the distributed topology: docker-compose.yml's services, as processes."""
     ingress, stream, base = int(env["INGRESS_PORT"]), int(env["STREAM_PORT"]), int(env["BATCHER_HEALTH_PORT"])
     processes = [
-        python_process("ingress", "ingress", ingress, "INGRESS_PORT"),
-        python_process("stream", "stream", stream, "STREAM_PORT"),
+        python_process(
+            "ingress", "ingress", ingress, "INGRESS_PORT", METRICS_PORT=env["INGRESS_METRICS_PORT"]
+        ),
+        python_process("stream", "stream", stream, "STREAM_PORT", METRICS_PORT=env["STREAM_METRICS_PORT"]),
     ]
+    first = int(env["BATCHER_METRICS_PORT"])
     processes += [
         python_process(
             f"batcher-{i + 1}",
@@ -267,7 +272,7 @@ def up_plan(env: dict[str, str]) -> list[Process]:
             "BATCHER_HEALTH_PORT",
             BATCHER_HEALTH_PORT=str(base + i),
             WORKER_NAME=f"batcher-{i + 1}",
-            METRICS_PORT=str(int(env["BATCHER_METRICS_PORT"]) + i),
+            METRICS_PORT=str(first if i == 0 else first + i + 1),  # stream has first + 1
         )
         for i in range(int(env["BATCHER_REPLICAS"]))
     ]

@@ -19,6 +19,7 @@ from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import SettingsError, env_int
 from batchline.v1 import inference_pb2_grpc, stream_pb2_grpc
+from ingress import metrics as ingress_metrics
 from ingress.servicer import InferenceServicer
 from ingress.settings import IngressSettings
 from stream.fanout import Fanout
@@ -63,6 +64,7 @@ async def serve(
     async with asyncio.TaskGroup() as tasks:
         routing = tasks.create_task(fanout.run())
         tasks.create_task(batcher.run(batcher_stop))
+        sampler = tasks.create_task(ingress_metrics.sample_queue(broker, batcher_stop))
         await fanout.subscribed.wait()
         await server.set_serving(True)
         log.info(
@@ -78,6 +80,7 @@ async def serve(
         await server.drain(ingress_settings.shutdown_grace_s)
         batcher_stop.set()
         routing.cancel()
+        sampler.cancel()
     log.info("embedded pipeline stopped")
 
 

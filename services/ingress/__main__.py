@@ -7,11 +7,12 @@ import logging
 from collections.abc import Callable
 
 from batchline import logs
-from batchline.lifecycle import GrpcServer, stop_on_signals, watch_dependencies
+from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals, watch_dependencies
 from batchline.rabbit import RabbitBroker
 from batchline.redis_store import RedisJobStore
 from batchline.settings import require_distributed
 from batchline.v1 import inference_pb2_grpc
+from ingress import metrics
 from ingress.servicer import InferenceServicer
 from ingress.settings import IngressSettings
 
@@ -32,12 +33,14 @@ async def serve(
     servicer = InferenceServicer(settings, store, broker)
     server.add(lambda s: inference_pb2_grpc.add_InferenceServiceServicer_to_server(servicer, s))
     await server.start()
+    serve_metrics(settings.metrics_port)
     log.info("ingress listening", extra={"port": server.port})
     if on_ready is not None:
         on_ready(server.port)
     try:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(watch_dependencies(server, [store.ping, broker.ping], stop))
+            tasks.create_task(metrics.sample_queue(broker, stop))
             await stop.wait()
             log.info("draining", extra={"grace_s": settings.shutdown_grace_s})
             await server.drain(settings.shutdown_grace_s)

@@ -15,7 +15,7 @@ from batchline.broker import Broker
 from batchline.errors import BatchlineError, NotFound, QueueFull, Unavailable
 from batchline.store import JobStore
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
-from ingress import validation
+from ingress import metrics, validation
 from ingress.settings import IngressSettings
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,12 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     async def Submit(
         self, request: inference_pb2.SubmitRequest, context: Context
     ) -> inference_pb2.SubmitResponse:
+        with metrics.measured("Submit") as outcome:
+            return await self._submit(request, outcome)
+
+    async def _submit(
+        self, request: inference_pb2.SubmitRequest, outcome: metrics.Outcome
+    ) -> inference_pb2.SubmitResponse:
         text = validation.clean_text(request.text, "text", self._settings.max_text_chars)
         validation.check_options(request.options)
         validation.check_idempotency_key(request.idempotency_key)
@@ -62,6 +68,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             job, created = await self._store.create(codec.queued_job(task), request.idempotency_key)
             if not created:
                 log.debug("deduplicated submit", extra={"job_id": job.job_id})
+                outcome.name = "deduplicated"
                 return _answer(job, deduplicated=True)
             [error] = await self._broker.publish([task])
             if error is not None:
@@ -72,6 +79,13 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
 
     async def SubmitBatch(
         self, request: inference_pb2.SubmitBatchRequest, context: Context
+    ) -> inference_pb2.SubmitBatchResponse:
+        with metrics.measured("SubmitBatch") as outcome:
+            outcome.jobs = max(1, len(request.texts))
+            return await self._submit_batch(request)
+
+    async def _submit_batch(
+        self, request: inference_pb2.SubmitBatchRequest
     ) -> inference_pb2.SubmitBatchResponse:
         texts = validation.clean_texts(
             list(request.texts), self._settings.max_batch_items, self._settings.max_text_chars

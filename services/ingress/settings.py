@@ -25,6 +25,8 @@ class IngressSettings:
     max_batch_items: int = 256
     # On SIGTERM, how long running calls may finish before they are cancelled.
     shutdown_grace_s: float = 10.0
+    # Prometheus /metrics port (0 = do not serve metrics).
+    metrics_port: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> IngressSettings:
@@ -37,4 +39,5 @@ class IngressSettings:
             max_text_chars=env_int(env, "MAX_TEXT_CHARS", 2000, minimum=1),
             max_batch_items=env_int(env, "MAX_BATCH_ITEMS", 256, minimum=1),
             shutdown_grace_s=env_float(env, "SHUTDOWN_GRACE_S", 10.0, minimum=0),
+            metrics_port=env_int(env, "METRICS_PORT", 9101, minimum=0),
         )

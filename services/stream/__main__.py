@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 
 from batchline import logs
-from batchline.lifecycle import GrpcServer, stop_on_signals, watch_dependencies
+from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals, watch_dependencies
 from batchline.redis_store import RedisJobStore
 from batchline.settings import SettingsError
 from batchline.v1 import stream_pb2_grpc
@@ -29,6 +29,7 @@ async def serve(
     servicer = JobStreamServicer(store, fanout, settings.heartbeat_s)
     server.add(lambda s: stream_pb2_grpc.add_JobStreamServiceServicer_to_server(servicer, s))
     await server.start()
+    serve_metrics(settings.metrics_port)
     log.info("stream listening", extra={"port": server.port})
     if on_ready is not None:
         on_ready(server.port)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from batchline import codec
 from batchline.codec import Job
 from batchline.errors import QueueFull
 from batchline.store import JobStore
+from stream import metrics
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +53,12 @@ class Fanout:
         watcher = Watcher(job_id, self._capacity)
         self._watchers[job_id].add(watcher)
         self.count += 1
+        metrics.WATCHERS.inc()
         try:
             yield watcher
         finally:
             self.count -= 1
+            metrics.WATCHERS.dec()
             watchers = self._watchers[job_id]
             watchers.discard(watcher)
             if not watchers:
@@ -62,8 +67,13 @@ class Fanout:
     async def run(self) -> None:
         """Route every event to its job's watchers, forever."""
         async for job in self._store.events(on_subscribed=self._resync):
+            metrics.EVENTS.inc()
+            changed = _changed_at(job)
+            if changed:
+                metrics.FANOUT_LAG.observe(max(0.0, time.time() - changed))
             for watcher in self._watchers.get(job.job_id, ()):
                 watcher.offer(job)
+                metrics.DELIVERED.inc()
 
     async def _resync(self) -> None:
         """After (re)subscribing, re-read every watched job: events published while we were
@@ -74,3 +84,12 @@ class Fanout:
             if job is not None:
                 for watcher in self._watchers.get(job_id, ()):
                     watcher.offer(job)
+
+
+def _changed_at(job: Job) -> float:
+    """When the job reached its current state, from its own trace (0 if unknown)."""
+    trace = job.trace
+    for stamp in (trace.finished_at, trace.started_at, trace.accepted_at):
+        if stamp.seconds:
+            return codec.seconds(stamp)
+    return 0.0

@@ -23,6 +23,8 @@ class StreamSettings:
     # Most watchers at once; past it, WatchJob answers RESOURCE_EXHAUSTED.
     max_watchers: int = 10_000
     shutdown_grace_s: float = 5.0
+    # Prometheus /metrics port (0 = do not serve metrics).
+    metrics_port: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> StreamSettings:
@@ -34,4 +36,5 @@ class StreamSettings:
             heartbeat_s=env_float(env, "HEARTBEAT_S", 10.0, minimum=0.05),
             max_watchers=env_int(env, "MAX_WATCHERS", 10_000, minimum=1),
             shutdown_grace_s=env_float(env, "SHUTDOWN_GRACE_S", 5.0, minimum=0),
+            metrics_port=env_int(env, "METRICS_PORT", 9103, minimum=0),
         )

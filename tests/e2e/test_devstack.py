@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -13,7 +14,7 @@ from tests.e2e.test_readme import free_port
 
 
 def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], tmp_path: Path) -> None:
-    ports = [free_port() for _ in range(7)]
+    ports = [free_port() for _ in range(9)]
     env = {
         **os.environ,
         **service_env,
@@ -25,6 +26,8 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         "ENVOY_ADMIN_PORT": "0",
         "WEB_PORT": str(ports[5]),
         "BATCHER_METRICS_PORT": str(ports[6]),
+        "INGRESS_METRICS_PORT": str(ports[7]),
+        "STREAM_METRICS_PORT": str(ports[8]),
         "DEVSTACK_DIR": str(tmp_path),
     }
     env.pop("HOST", None)
@@ -52,6 +55,25 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         )
         assert demo.returncode == 0, demo.stderr
         assert "POSITIVE" in demo.stdout
+        # Every process serves /metrics: ingress, stream, and each batcher (9104-style numbering).
+        scraped = {
+            name: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            for name, port in (
+                ("ingress", ports[7]),
+                ("stream", ports[8]),
+                ("batcher-1", ports[6]),
+                ("batcher-2", ports[6] + 2),
+            )
+        }
+        assert 'batchline_submits_total{outcome="accepted",rpc="Submit"} 1.0' in scraped["ingress"]
+        assert "batchline_events_total" in scraped["stream"]
+        batches = [
+            float(line.split()[-1])
+            for name in ("batcher-1", "batcher-2")
+            for line in scraped[name].splitlines()
+            if line.startswith("batchline_batch_size_count ")
+        ]
+        assert sorted(batches) == [0.0, 1.0]  # one batch, on whichever batcher took the job
     finally:
         down = subprocess.run([*script, "down"], env=env, capture_output=True, text=True, timeout=60)
     assert down.returncode == 0 and "stopped" in down.stdout

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from batchline import codec
 from batchline.settings import StoreSettings
-from batchline.v1 import inference_pb2, job_pb2
+from batchline.v1 import inference_pb2, job_pb2, stream_pb2
 from tests.helpers import RecordingModel, wait_for
 from tests.integration.conftest import MakePipeline, Pipeline
 
@@ -368,3 +368,39 @@ async def test_a_batch_moves_the_batch_metrics(make_pipeline: MakePipeline) -> N
     real = sample("batchline_real_tokens_total") - before["real"]
     padded = sample("batchline_padded_tokens_total") - before["padded"]
     assert real == 3 * (5 + 4) and padded >= real  # [CLS] a b c [SEP], [CLS] d e [SEP]
+
+
+async def test_submits_and_watches_move_the_ingress_and_stream_metrics(make_pipeline: MakePipeline) -> None:
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    accepted = sample("batchline_submits_total", rpc="Submit", outcome="accepted")
+    invalid = sample("batchline_submits_total", rpc="Submit", outcome="invalid")
+    dedup = sample("batchline_submits_total", rpc="Submit", outcome="deduplicated")
+    batched = sample("batchline_submits_total", rpc="SubmitBatch", outcome="accepted")
+    timed = sample("batchline_submit_seconds_count", rpc="Submit")
+    events = sample("batchline_events_total")
+    watchers = sample("batchline_watchers")
+
+    model = RecordingModel()
+    model.gate = threading.Event()
+    pipeline = await make_pipeline(model=model)
+    first = await pipeline.inference.Submit(submit("watched", idempotency_key="k-1"))
+    await pipeline.inference.Submit(submit("watched", idempotency_key="k-1"))
+    with pytest.raises(grpc.aio.AioRpcError):
+        await pipeline.inference.Submit(submit(""))
+    await pipeline.inference.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=["x", "y", "z"]))
+
+    open_watchers = []
+    async for _ in pipeline.stream.WatchJob(stream_pb2.WatchJobRequest(job_id=first.job_id)):
+        open_watchers.append(sample("batchline_watchers"))  # while the stream is open
+        model.gate.set()
+    assert open_watchers[0] == watchers + 1
+    assert sample("batchline_watchers") == watchers
+
+    assert sample("batchline_submits_total", rpc="Submit", outcome="accepted") - accepted == 1
+    assert sample("batchline_submits_total", rpc="Submit", outcome="deduplicated") - dedup == 1
+    assert sample("batchline_submits_total", rpc="Submit", outcome="invalid") - invalid == 1
+    assert sample("batchline_submits_total", rpc="SubmitBatch", outcome="accepted") - batched == 3
+    assert sample("batchline_submit_seconds_count", rpc="Submit") - timed == 3
+    assert sample("batchline_events_total") - events >= 2  # RUNNING and DONE of the watched job
