@@ -311,12 +311,8 @@ class Batcher:
                 expired.append(pending)
             else:
                 runnable.append(pending)
-        if expired:
-            await self._store.transition_many([self._expired(p) for p in expired])
-            for pending in expired:
-                await pending.delivery.ack()
-            self.counters.failed += len(expired)
-            metrics.JOBS.labels("expired").inc(len(expired))
+        if expired:  # the policy dropped the expired ones; these ran out during the status read
+            await self._expire(expired)
         return runnable
 
     async def _infer(self, items: list[Pending]) -> list[Pass]:
