@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 
 from batchline.v1 import inference_pb2, job_pb2, stream_pb2
+from batchline_client import AsyncClient, RpcError
 from tests.contract.conftest import StartEdge
 from tests.helpers import RecordingModel
 
@@ -88,3 +89,13 @@ def _discover_and_submit(target: str) -> tuple[list[str], str]:
         )
         response = call(request_class(text="discovered and called"), timeout=10)
         return services, str(response.job_id)
+
+
+async def test_the_python_client_needs_only_envoys_address(start_edge: StartEdge) -> None:
+    front = await start_edge()
+    async with AsyncClient(front.target) as client:  # Envoy routes Submit to ingress, WatchJob to stream
+        job = await client.infer("what a lovely day")
+        assert job.status == job_pb2.JOB_STATUS_DONE and job.result.label
+        with pytest.raises(RpcError) as refused:
+            await client.submit("   ")
+        assert refused.value.violations[0][0] == "text"
