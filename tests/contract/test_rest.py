@@ -53,6 +53,8 @@ async def test_bad_input_is_400_with_a_status_naming_the_field(start_edge: Start
         "/v1/infer", content=b'{"text": ', headers={"content-type": "application/json"}
     )
     assert reply.status_code == 400 and reply.json()["code"] == 3  # Envoy's own error, same shape
+    huge = await front.http.post("/v1/infer", json={"text": "x" * 5_000_000})
+    assert huge.status_code == 413 and huge.json()["code"] == 3  # refused at the edge, not a 429
     batch = await front.http.post("/v1/infer:batch", json={"texts": ["fine", ""]})
     assert batch.status_code == 400 and violations(batch.json()) == ["texts[1]"]
     stats = (await front.http.get("/v1/stats")).json()

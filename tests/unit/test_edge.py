@@ -81,6 +81,7 @@ def test_filters_run_in_the_documented_order() -> None:
         "healthz",
         "readyz",
         "envoy.filters.http.cors",
+        "envoy.filters.http.buffer",
         "envoy.filters.http.grpc_web",
         edge.TRANSCODER,
         "envoy.filters.http.router",
