@@ -13,8 +13,19 @@ from tests.conftest import ROOT
 from tests.e2e.test_readme import free_port
 
 
+def bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], tmp_path: Path) -> None:
     ports = [free_port() for _ in range(9)]
+    while not all(bindable(ports[6] + step) for step in (0, 2)):  # batcher-2 takes ports[6] + 2
+        ports[6] = free_port()
     env = {
         **os.environ,
         **service_env,
@@ -25,7 +36,7 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         "ENVOY_PORT": str(ports[4]),
         "ENVOY_ADMIN_PORT": "0",
         "WEB_PORT": str(ports[5]),
-        "BATCHER_METRICS_PORT": str(ports[6]),
+        "BATCHER_METRICS_PORT": str(ports[6]),  # batcher-2 takes ports[6] + 2
         "INGRESS_METRICS_PORT": str(ports[7]),
         "STREAM_METRICS_PORT": str(ports[8]),
         "DEVSTACK_DIR": str(tmp_path),

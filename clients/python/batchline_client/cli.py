@@ -21,34 +21,14 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from batchline import codec
-from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2, stream_pb2, stream_pb2_grpc
+from batchline.v1 import job_pb2
+from batchline_client.client import AsyncClient, RpcError
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USAGE, EXIT_RPC = 0, 1, 2, 3
 
 
 def as_json(message: Message) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
-
-
-class Client:
-    def __init__(self, target: str, stream_target: str) -> None:
-        self._channels = [grpc.aio.insecure_channel(target), grpc.aio.insecure_channel(stream_target)]
-        self.inference = inference_pb2_grpc.InferenceServiceStub(self._channels[0])
-        self.stream = stream_pb2_grpc.JobStreamServiceStub(self._channels[1])
-
-    async def watch(self, job_id: str) -> job_pb2.Job:
-        """Follow a job to its end; the last record."""
-        last = None
-        call = self.stream.WatchJob(stream_pb2.WatchJobRequest(job_id=job_id), timeout=300)
-        async for event in call:
-            if event.HasField("job"):
-                last = event.job
-        assert last is not None
-        return last
-
-    async def close(self) -> None:
-        for channel in self._channels:
-            await channel.close(None)
 
 
 def describe(text: str, job: job_pb2.Job, accept_ms: float | None, total_ms: float | None) -> str:
@@ -66,16 +46,16 @@ def describe(text: str, job: job_pb2.Job, accept_ms: float | None, total_ms: flo
     )
 
 
-async def submit(client: Client, args: argparse.Namespace) -> int:
+async def submit(client: AsyncClient, args: argparse.Namespace) -> int:
     async def one(text: str) -> tuple[int, dict[str, Any] | str]:
         started = time.perf_counter()
-        answer = await client.inference.Submit(inference_pb2.SubmitRequest(text=text), timeout=30)
+        answer = await client.submit(text)
         accept_ms = (time.perf_counter() - started) * 1000
         if not args.watch:
             return EXIT_OK, as_json(
                 answer
             ) if args.json else f"{answer.job_id}  {codec.status_name(answer.status)}"
-        job = await client.watch(answer.job_id)
+        job = await last_state(client, answer.job_id)
         total_ms = (time.perf_counter() - started) * 1000
         code = EXIT_OK if job.status == codec.DONE else EXIT_JOB_FAILED
         if args.json:
@@ -87,35 +67,40 @@ async def submit(client: Client, args: argparse.Namespace) -> int:
     return max(code for code, _ in results)
 
 
-async def get(client: Client, args: argparse.Namespace) -> int:
-    job = (await client.inference.GetJob(inference_pb2.GetJobRequest(job_id=args.job_id), timeout=10)).job
+async def last_state(client: AsyncClient, job_id: str) -> job_pb2.Job:
+    """Follow a job to its end; the last record."""
+    last = None
+    async for state in client.watch(job_id):
+        last = state
+    assert last is not None
+    return last
+
+
+async def get(client: AsyncClient, args: argparse.Namespace) -> int:
+    job = await client.get(args.job_id)
     emit([as_json(job) if args.json else describe("", job, None, None)], args.json)
     return EXIT_OK
 
 
-async def watch(client: Client, args: argparse.Namespace) -> int:
-    call = client.stream.WatchJob(stream_pb2.WatchJobRequest(job_id=args.job_id), timeout=300)
+async def watch(client: AsyncClient, args: argparse.Namespace) -> int:
     last = None
-    async for event in call:
-        if event.HasField("job"):
-            last = event.job
-            emit([as_json(last) if args.json else f"{codec.status_name(last.status)}"], args.json)
+    async for state in client.watch(args.job_id):
+        last = state
+        emit([as_json(last) if args.json else f"{codec.status_name(last.status)}"], args.json)
     assert last is not None
     if not args.json:
         print(describe("", last, None, None))
     return EXIT_OK if last.status == codec.DONE else EXIT_JOB_FAILED
 
 
-async def cancel(client: Client, args: argparse.Namespace) -> int:
-    job = (
-        await client.inference.CancelJob(inference_pb2.CancelJobRequest(job_id=args.job_id), timeout=10)
-    ).job
+async def cancel(client: AsyncClient, args: argparse.Namespace) -> int:
+    job = await client.cancel(args.job_id)
     emit([as_json(job) if args.json else f"{job.job_id}  {codec.status_name(job.status)}"], args.json)
     return EXIT_OK
 
 
-async def stats(client: Client, args: argparse.Namespace) -> int:
-    s = await client.inference.GetStats(inference_pb2.GetStatsRequest(), timeout=10)
+async def stats(client: AsyncClient, args: argparse.Namespace) -> int:
+    s = await client.stats()
     if args.json:
         emit([as_json(s)], True)
         return EXIT_OK
@@ -140,7 +125,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="batchline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--target", default="127.0.0.1:50051", help="ingress or embedded address")
+    p.add_argument("--target", default="127.0.0.1:8080", help="Envoy, or the ingress or embedded server")
     p.add_argument("--stream-target", default="", help="stream address (default: --target)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     sub = p.add_subparsers(dest="command", required=True)
@@ -154,13 +139,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def run(args: argparse.Namespace) -> int:
-    client = Client(args.target, args.stream_target or args.target)
+    client = AsyncClient(args.target, stream_target=args.stream_target or None, timeout_s=30)
     commands = {"submit": submit, "get": get, "watch": watch, "cancel": cancel, "stats": stats}
     try:
         return await commands[args.command](client, args)
-    except grpc.aio.AioRpcError as exc:
-        print(f"batchline: {exc.code().name}: {exc.details()}", file=sys.stderr)
-        return EXIT_USAGE if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else EXIT_RPC
+    except RpcError as exc:
+        print(f"batchline: {exc}", file=sys.stderr)
+        return EXIT_USAGE if exc.code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_RPC
     finally:
         await client.close()
 
