@@ -104,7 +104,7 @@ env: ## write .env for docker compose from .env.example, with random passwords
 bench: install ## open-loop load: Submit throughput and end-to-end latency (writes docs/benchmarks/)
 	$(PY) -m bench --stack local --rate 50 200 400 --duration 10 --repeats 3
 
-bench-batching: install ## the batching engine against the bare model (about 25 min; writes docs/benchmarks/batching.*)
+bench-batching: install ## the batching engine against the bare model (about 27 min; writes docs/benchmarks/batching.*)
 	$(PY) -m bench.batching
 
 clean: ## remove the venv, node_modules and caches

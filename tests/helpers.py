@@ -1,14 +1,33 @@
-"""Test helpers: waiting on conditions with deadlines (never bare sleeps), and small models."""
+"""Test helpers: waiting on conditions with deadlines (never bare sleeps), local ports, and
+small models."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from batcher.model import BatchOutput, Encoded
 from batcher.simulated import SimulatedModel
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bindable(port: int) -> bool:
+    """Whether `port` on 127.0.0.1 could be bound now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 async def wait_for(

@@ -89,7 +89,8 @@ class Decision:
 
 def next_batch(waiting: Sequence[Waiting], now: float, policy: Policy, load: Load | None = None) -> Decision:
     expired = tuple(i for i, w in enumerate(waiting) if w.deadline is not None and w.deadline <= now)
-    live = [i for i in range(len(waiting)) if i not in set(expired)]
+    dropped = set(expired)
+    live = [i for i in range(len(waiting)) if i not in dropped]
     if not live:
         return Decision(expired=expired)
 

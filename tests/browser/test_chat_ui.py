@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import Service
-from tests.e2e.test_readme import free_port
+from tests.helpers import free_port
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"

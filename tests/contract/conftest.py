@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -26,16 +25,11 @@ import pytest
 from batchline import edge
 from batchline.v1 import inference_pb2_grpc, stream_pb2_grpc
 from tests.conftest import ROOT
+from tests.helpers import free_port
 from tests.integration.conftest import MakePipeline, Pipeline, make_pipeline
 
 __all__ = ["make_pipeline"]  # re-exported fixture: the pipeline behind Envoy
 UI_ORIGIN = "http://localhost:3000"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

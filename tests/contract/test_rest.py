@@ -10,7 +10,7 @@ from typing import Any
 
 from batchline.v1 import job_pb2
 from tests.contract.conftest import StartEdge
-from tests.helpers import RecordingModel
+from tests.helpers import RecordingModel, free_port
 
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
 RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
@@ -132,8 +132,6 @@ async def test_health_and_readiness(start_edge: StartEdge) -> None:
 
 
 async def test_not_ready_while_an_upstream_is_down(start_edge: StartEdge) -> None:
-    from tests.contract.conftest import free_port
-
     front = await start_edge(stream_port=free_port())  # nothing listens there
     assert (await front.http.get("/healthz")).status_code == 200
     assert (await front.http.get("/readyz")).status_code == 503

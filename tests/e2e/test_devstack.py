@@ -10,16 +10,17 @@ import urllib.request
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.e2e.test_readme import free_port
+from tests.helpers import bindable, free_port
 
 
-def bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+def devstack(command: str, env: dict[str, str], timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "devstack.py"), command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], tmp_path: Path) -> None:
@@ -42,13 +43,12 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         "DEVSTACK_DIR": str(tmp_path),
     }
     env.pop("HOST", None)
-    script = [sys.executable, str(ROOT / "scripts" / "devstack.py")]
     try:
-        up = subprocess.run([*script, "up"], env=env, capture_output=True, text=True, timeout=180)
+        up = devstack("up", env, timeout_s=180)
         assert up.returncode == 0, up.stdout + up.stderr
         assert up.stdout.strip().endswith("ready")
         assert "batcher-2" in up.stdout and "envoy" in up.stdout and "web" in up.stdout
-        again = subprocess.run([*script, "up"], env=env, capture_output=True, text=True, timeout=30)
+        again = devstack("up", env)
         assert again.returncode == 1 and "already up" in again.stderr
         demo = subprocess.run(
             [
@@ -86,20 +86,14 @@ def test_up_serves_jobs_and_down_stops_everything(service_env: dict[str, str], t
         ]
         assert sorted(batches) == [0.0, 1.0]  # one batch, on whichever batcher took the job
     finally:
-        down = subprocess.run([*script, "down"], env=env, capture_output=True, text=True, timeout=60)
+        down = devstack("down", env, timeout_s=60)
     assert down.returncode == 0 and "stopped" in down.stdout
     assert not (tmp_path / "pids.json").exists()
 
 
 def test_up_names_the_missing_dependency(tmp_path: Path) -> None:
     env = {**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0", "DEVSTACK_DIR": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "devstack.py"), "up"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    result = devstack("up", env)
     assert result.returncode == 1
     assert "REDIS_URL=redis://127.0.0.1:1/0 is not reachable" in result.stderr
 
@@ -115,12 +109,6 @@ def test_run_names_the_taken_port(tmp_path: Path, clean_env: None) -> None:
             "PORT": str(free_port()),
             "DEVSTACK_DIR": str(tmp_path),
         }
-        result = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "devstack.py"), "run"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        result = devstack("run", env)
     assert result.returncode == 1
     assert f"port {taken} (for envoy) is taken; set ENVOY_PORT" in result.stderr

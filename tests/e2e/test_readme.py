@@ -10,12 +10,7 @@ import urllib.request
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import Service
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.helpers import free_port
 
 
 def quick_start_blocks() -> list[str]:

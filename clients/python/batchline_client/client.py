@@ -92,6 +92,11 @@ def _retry_delay(error: RpcError, deadline: float) -> float | None:
     return delay if time.monotonic() + delay <= deadline else None
 
 
+def _targets(target: str, stream_target: str | None) -> list[str]:
+    """One channel for both services, or ingress first and stream second."""
+    return [target] if not stream_target or stream_target == target else [target, stream_target]
+
+
 class Client:
     """Blocking client. Every method raises `RpcError` on failure."""
 
@@ -103,9 +108,7 @@ class Client:
         timeout_s: float = 10.0,
         retry_budget_s: float = 10.0,
     ) -> None:
-        self._channels = [grpc.insecure_channel(target)]
-        if stream_target and stream_target != target:
-            self._channels.append(grpc.insecure_channel(stream_target))
+        self._channels = [grpc.insecure_channel(t) for t in _targets(target, stream_target)]
         self._inference = inference_pb2_grpc.InferenceServiceStub(self._channels[0])
         self._stream = stream_pb2_grpc.JobStreamServiceStub(self._channels[-1])
         self.timeout_s, self.retry_budget_s = timeout_s, retry_budget_s
@@ -189,9 +192,7 @@ class AsyncClient:
         timeout_s: float = 10.0,
         retry_budget_s: float = 10.0,
     ) -> None:
-        self._channels = [grpc.aio.insecure_channel(target)]
-        if stream_target and stream_target != target:
-            self._channels.append(grpc.aio.insecure_channel(stream_target))
+        self._channels = [grpc.aio.insecure_channel(t) for t in _targets(target, stream_target)]
         self._inference = inference_pb2_grpc.InferenceServiceStub(self._channels[0])
         self._stream = stream_pb2_grpc.JobStreamServiceStub(self._channels[-1])
         self.timeout_s, self.retry_budget_s = timeout_s, retry_budget_s
