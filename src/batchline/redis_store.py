@@ -65,13 +65,18 @@ class RedisJobStore:
         self._prefix = settings.key_prefix
         self._ttl_ms = settings.job_ttl_s * 1000
         self.channel = self._prefix + names.EVENTS_CHANNEL
-        self._redis = aioredis.Redis.from_url(
+        # redis-py's default pool refuses a command outright once its connections are all busy
+        # (MaxConnectionsError); a blocking pool makes the command wait for one instead.
+        pool = aioredis.BlockingConnectionPool.from_url(
             settings.redis_url,
+            max_connections=settings.max_connections,
+            timeout=settings.timeout_s,
             socket_timeout=settings.timeout_s,
             socket_connect_timeout=settings.timeout_s,
             retry=Retry(NoBackoff(), 1),
             health_check_interval=15,
         )
+        self._redis = aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
         self._create = self._redis.register_script(CREATE_LUA)
         self._transition = self._redis.register_script(TRANSITION_LUA)
         self._discard = self._redis.register_script(DISCARD_LUA)
@@ -125,6 +130,18 @@ class RedisJobStore:
     async def discard(self, job_id: str, idempotency_key: str = "") -> None:
         try:
             await self._discard(keys=[self.job_key(job_id), self._idem_key(idempotency_key)], args=[job_id])
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+
+    async def mark_published(self, job_id: str) -> None:
+        try:  # a field of the job's own hash: it expires with the record
+            await self._redis.hset(self.job_key(job_id), "p", 1)
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+
+    async def published(self, job_id: str) -> bool:
+        try:
+            return bool(await self._redis.hexists(self.job_key(job_id), "p"))
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
 

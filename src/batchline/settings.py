@@ -100,6 +100,9 @@ class StoreSettings:
     job_ttl_s: int = 24 * 3600
     # Per-command socket timeout: how fast a dead Redis turns into UNAVAILABLE.
     timeout_s: float = 2.0
+    # Redis connections per process. Past it a command waits (up to timeout_s) for a free one,
+    # never fails at once: a burst of calls queues instead of reading as "Redis is down".
+    max_connections: int = 64
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> StoreSettings:
@@ -108,6 +111,7 @@ class StoreSettings:
             key_prefix=env_str(env, "KEY_PREFIX", names.KEY_PREFIX),
             job_ttl_s=env_int(env, "JOB_TTL_S", 24 * 3600, minimum=1),
             timeout_s=env_float(env, "REDIS_TIMEOUT_S", 2.0, minimum=0.05),
+            max_connections=env_int(env, "REDIS_MAX_CONNECTIONS", 64, minimum=1),
         )
 
 

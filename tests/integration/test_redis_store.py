@@ -111,3 +111,19 @@ async def test_discard_removes_record_and_its_idempotency_key(store: RedisJobSto
     assert await store.get("d1") is None
     fresh, created = await store.create(job("d2", codec.QUEUED), "dk")
     assert created and fresh.job_id == "d2"
+
+
+async def test_a_burst_past_the_pool_waits_for_connections_instead_of_failing(
+    store_settings: StoreSettings,
+) -> None:
+    """More concurrent calls than pooled connections queue for one; none reads as Redis down."""
+    from dataclasses import replace
+
+    small = RedisJobStore(replace(store_settings, max_connections=4))
+    jobs = [job(f"burst-{i}", codec.QUEUED) for i in range(400)]
+    results = await asyncio.gather(*(small.create(j) for j in jobs), return_exceptions=True)
+    assert [r for r in results if isinstance(r, BaseException)] == []
+    assert all(created for _, created in results)  # type: ignore[misc]
+    stored = await asyncio.gather(*(small.get(j.job_id) for j in jobs[::50]))
+    assert all(record is not None and record.status == codec.QUEUED for record in stored)
+    await small.close()
