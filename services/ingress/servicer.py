@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -69,13 +70,43 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             if not created:
                 log.debug("deduplicated submit", extra={"job_id": job.job_id})
                 outcome.name = "deduplicated"
+                if job.status == codec.QUEUED:
+                    await self._ensure_published(job, text)
                 return _answer(job, deduplicated=True)
             [error] = await self._broker.publish([task])
             if error is not None:
                 await self._forget([task.job_id], request.idempotency_key)
                 raise error
+            if request.idempotency_key:  # only a retry with the key can find this job again
+                await self._store.mark_published(task.job_id)
             log.debug("job accepted", extra={"job_id": job.job_id})
             return _answer(job)
+
+    async def _ensure_published(self, job: job_pb2.Job, text: str) -> None:
+        """An idempotent retry found its job QUEUED. If the call that stored it never published
+        it (its ingress died in between), no batcher will ever see it: once that call's publish
+        could no longer be running, publish the task again."""
+        lease_ends = codec.seconds(job.trace.accepted_at) + self._settings.broker.publish_timeout_s + 0.5
+        while not await self._store.published(job.job_id):
+            if time.time() >= lease_ends:
+                await self._republish(job, text)
+                await self._store.mark_published(job.job_id)
+                return
+            await asyncio.sleep(0.05)
+
+    async def _republish(self, job: job_pb2.Job, text: str) -> None:
+        """Publish a queued job's task again on an idempotent retry: an ingress that died between
+        storing a job and publishing it left a record no batcher would ever see. A second copy of
+        a task that was published costs a little work and changes nothing: a batcher acks a
+        finished job without computing it, and a result is written and announced once."""
+        task = job_pb2.InferenceTask(job_id=job.job_id, text=text, priority=job.priority)
+        task.accepted_at.CopyFrom(job.trace.accepted_at)
+        if job.HasField("deadline"):
+            task.deadline.CopyFrom(job.deadline)
+        [error] = await self._broker.publish([task])
+        if error is not None:
+            raise error
+        log.info("re-published a queued job on an idempotent retry", extra={"job_id": job.job_id})
 
     async def SubmitBatch(
         self, request: inference_pb2.SubmitBatchRequest, context: Context

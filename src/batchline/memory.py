@@ -111,6 +111,7 @@ class MemoryJobStore:
     _records: dict[str, _Record] = field(default_factory=dict)
     _idempotency: dict[str, tuple[str, float]] = field(default_factory=dict)
     _subscribers: set[asyncio.Queue[Job]] = field(default_factory=set)
+    _published: set[str] = field(default_factory=set)
     _stats: StatsSnapshot = field(default_factory=StatsSnapshot)
     _writes_since_sweep: int = 0
 
@@ -139,6 +140,12 @@ class MemoryJobStore:
         self._records.pop(job_id, None)
         if idempotency_key and self._idempotency.get(idempotency_key, ("",))[0] == job_id:
             del self._idempotency[idempotency_key]
+
+    async def mark_published(self, job_id: str) -> None:
+        self._published.add(job_id)
+
+    async def published(self, job_id: str) -> bool:
+        return job_id in self._published and self._live(job_id) is not None
 
     async def transition(self, job: Job) -> bool:
         current = self._live(job.job_id)

@@ -4,6 +4,7 @@ prefetch as the consumer's backpressure, and a dead-letter queue for poison."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -21,7 +22,15 @@ from batchline.v1 import job_pb2
 log = logging.getLogger(__name__)
 
 # What can go wrong talking to RabbitMQ, short of a nack: all mean "not reachable now".
-BROKER_ERRORS = (aiormq.exceptions.AMQPError, aio_pika.exceptions.AMQPException, ConnectionError, OSError)
+# What a lost or closing connection raises; ChannelInvalidStateError (a publish on a channel the
+# robust connection has not reopened yet) is a RuntimeError, not an AMQPError.
+BROKER_ERRORS = (
+    aiormq.exceptions.AMQPError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    aio_pika.exceptions.AMQPException,
+    ConnectionError,
+    OSError,
+)
 
 
 def queue_arguments(settings: BrokerSettings) -> dict[str, Any]:
@@ -48,6 +57,7 @@ class RabbitBroker:
         self._settings = settings
         self._connection = connection
         self._publish_channel: AbstractChannel | None = None
+        self._tasks: set[asyncio.Future[None]] = set()  # keeps fire-and-forget closes alive
 
     @classmethod
     async def connect(cls, settings: BrokerSettings, name: str, timeout_s: float = 10.0) -> RabbitBroker:
@@ -96,12 +106,42 @@ class RabbitBroker:
         return None
 
     async def consume(self, prefetch: int) -> AsyncIterator[Delivery]:
-        channel = await self._connection.channel()
-        await channel.set_qos(prefetch_count=prefetch)
-        queue = await channel.get_queue(self._settings.queue, ensure=False)
-        async with queue.iterator() as messages:
-            async for message in messages:
-                yield _delivery(message)
+        """Deliveries, forever. When the connection drops, the queue iterator ends (or raises);
+        consume again on a fresh channel once the robust connection is back. Messages that
+        were in flight on the lost channel are redelivered by RabbitMQ."""
+        backoff_s = 0.1
+        while True:
+            channel = None
+            try:
+                channel = await self._connection.channel()
+                await channel.set_qos(prefetch_count=prefetch)
+                queue = await channel.get_queue(self._settings.queue, ensure=False)
+                async with queue.iterator() as messages:
+
+                    def restart(*_: Any) -> None:  # the robust channel's own restore is unreliable
+                        log.info("RabbitMQ connection restored; consuming again")
+                        closing = asyncio.ensure_future(messages.close())
+                        self._tasks.add(closing)
+                        closing.add_done_callback(self._tasks.discard)
+
+                    self._connection.reconnect_callbacks.add(restart)
+                    log.info("consuming %s", self._settings.queue)
+                    backoff_s = 0.1
+                    try:
+                        async for message in messages:
+                            yield _delivery(message)
+                    finally:
+                        self._connection.reconnect_callbacks.discard(restart)
+            except BROKER_ERRORS as exc:
+                log.warning(
+                    "consuming %s stopped (%s); again when RabbitMQ is back", self._settings.queue, exc
+                )
+            finally:
+                if channel is not None and not channel.is_closed:
+                    with contextlib.suppress(*BROKER_ERRORS, RuntimeError):
+                        await channel.close()
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 5.0)
 
     async def depth(self) -> tuple[int, int]:
         try:

@@ -63,6 +63,12 @@ class JobStore(Protocol):
     async def discard(self, job_id: str, idempotency_key: str = "") -> None:
         """Remove a record whose task never reached the queue (and its idempotency key)."""
 
+    async def mark_published(self, job_id: str) -> None:
+        """Note that the job's task is in the queue (confirmed), for idempotent retries."""
+
+    async def published(self, job_id: str) -> bool:
+        """Whether mark_published was called for the job (False once the record is gone)."""
+
     async def transition(self, job: Job) -> bool:
         """Write `job` only if its status moves forward; announce it if written."""
 

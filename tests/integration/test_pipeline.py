@@ -404,3 +404,20 @@ async def test_submits_and_watches_move_the_ingress_and_stream_metrics(make_pipe
     assert sample("batchline_submits_total", rpc="SubmitBatch", outcome="accepted") - batched == 3
     assert sample("batchline_submit_seconds_count", rpc="Submit") - timed == 3
     assert sample("batchline_events_total") - events >= 2  # RUNNING and DONE of the watched job
+
+
+async def test_an_idempotent_retry_publishes_a_job_its_ingress_stored_but_never_published(
+    make_pipeline: MakePipeline,
+) -> None:
+    """An ingress that dies between storing a job and publishing it leaves a QUEUED record that
+    no batcher will see; the client's retry with the same key must get it computed."""
+    pipeline = await make_pipeline()
+    orphan = job_pb2.InferenceTask(job_id=codec.new_job_id(), text="stored, then the ingress died")
+    orphan.accepted_at.CopyFrom(codec.ts_from_seconds(time.time() - 30))  # its publish lease is long over
+    await pipeline.store.create(codec.queued_job(orphan), "order-7")
+    answer = await pipeline.inference.Submit(
+        submit("stored, then the ingress died", idempotency_key="order-7")
+    )
+    assert answer.deduplicated and answer.job_id == orphan.job_id
+    await pipeline.wait_status(orphan.job_id, codec.DONE)
+    assert pipeline.model.computed.count("stored, then the ingress died") == 1
