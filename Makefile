@@ -10,7 +10,7 @@ NODE_BIN := node_modules/.bin
 GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
 PROTOS := $(wildcard proto/batchline/v1/*.proto)
 
-.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-contract run up down env bench bench-batching clean
+.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env bench bench-full bench-batching clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -85,6 +85,9 @@ test-integration: install
 test-e2e: install
 	$(BIN)/pytest -m e2e
 
+test-faults: install ## kills, cut connections and restarts under load
+	$(BIN)/pytest -m faults
+
 test-contract: install
 	$(BIN)/pytest -m contract
 
@@ -101,8 +104,11 @@ down: ## stop what `make up` started
 env: ## write .env for docker compose from .env.example, with random passwords
 	$(PY) scripts/make_env.py
 
-bench: install ## open-loop load: Submit throughput and end-to-end latency (writes docs/benchmarks/)
-	$(PY) -m bench --stack local --rate 50 200 400 --duration 10 --repeats 3
+bench: install ## the load targets, quick (~3 min): docs/benchmarks/load-quick.md
+	$(PY) -m bench.suite
+
+bench-full: install ## the load targets, 30 s runs, medians of 3 (~15 min): docs/benchmarks/load.md
+	$(PY) -m bench.suite --full
 
 bench-batching: install ## the batching engine against the bare model (about 27 min; writes docs/benchmarks/batching.*)
 	$(PY) -m bench.batching

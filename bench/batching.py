@@ -266,7 +266,7 @@ def measure_config(
 ) -> list[dict[str, Any]]:
     env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
     results = []
-    with stack.start("local", env) as targets:
+    with stack.start("local", env, envoy=False) as targets:
         warm = sentences(32, seed=1)  # first calls through the fresh services
         asyncio.run(collect(targets.ingress, asyncio.run(backlog(targets.ingress, warm)), 0))
         for load in loads:
@@ -292,7 +292,7 @@ def measure_saturation(
 ) -> list[dict[str, Any]]:
     env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
     results = []
-    with stack.start("local", env) as targets:
+    with stack.start("local", env, envoy=False) as targets:
         for repeat in range(repeats):
             texts = sentences(jobs, seed=500 + repeat)
             baseline = asyncio.run(finished_count(targets.ingress))

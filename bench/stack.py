@@ -1,4 +1,4 @@
-"""The system under test, started as real processes on free ports."""
+"""The system under test, started as real processes on free ports, with Envoy in front."""
 
 from __future__ import annotations
 
@@ -7,18 +7,48 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
+from batchline import edge
 from batchline.lifecycle import wait_until_serving
 
 
 @dataclass(frozen=True)
 class Targets:
-    ingress: str
-    stream: str
+    ingress: str  # host:port, native gRPC straight to the ingress
+    stream: str  # host:port of the stream service
+    edge: str  # host:port of Envoy: gRPC, REST and grpc-web
+    pids: dict[str, list[int]]  # component -> process ids, for CPU accounting
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def service_pids(name: str) -> list[int]:
+    """Process ids of a server running on this machine (RabbitMQ, Redis), by command name."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if stat.read_text().strip().startswith(name):
+                found.append(int(stat.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def free_port() -> int:
@@ -28,9 +58,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def start(kind: str, env: dict[str, str]) -> Iterator[Targets]:
-    """`embedded`: one process on in-memory adapters; `local`: ingress, stream and a batcher
-    against the local RabbitMQ and Redis, on a queue and key prefix of their own."""
+def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True) -> Iterator[Targets]:
+    """`embedded`: one process on in-memory adapters; `local`: ingress, stream and `batchers`
+    batchers on the local RabbitMQ and Redis, on a queue and key prefix of their own.
+    Envoy fronts both unless `envoy` is False."""
     run_id = uuid.uuid4().hex[:8]
     base = {
         **os.environ,
@@ -41,8 +72,10 @@ def start(kind: str, env: dict[str, str]) -> Iterator[Targets]:
         **env,
     }
     processes: list[subprocess.Popen[bytes]] = []
+    pids: dict[str, list[int]] = {}
 
     def spawn(module: str, extra: dict[str, str]) -> None:
+        pids.setdefault(module, []).append(0)
         processes.append(
             subprocess.Popen(
                 [sys.executable, "-m", module],
@@ -51,16 +84,18 @@ def start(kind: str, env: dict[str, str]) -> Iterator[Targets]:
                 start_new_session=True,
             )
         )
+        pids[module][-1] = processes[-1].pid
 
+    workdir = tempfile.TemporaryDirectory(prefix="batchline-bench-")
     try:
         if kind == "embedded":
             port = free_port()
             for name in ("AMQP_URL", "REDIS_URL"):
                 base.pop(name, None)
             spawn("embedded", {"PORT": str(port)})
-            targets = Targets(f"127.0.0.1:{port}", f"127.0.0.1:{port}")
+            ingress = stream = f"127.0.0.1:{port}"
         else:
-            ports = [free_port() for _ in range(3)]
+            ports = [free_port() for _ in range(2)]
             shared = {
                 "AMQP_URL": base.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
                 "REDIS_URL": base.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
@@ -70,13 +105,32 @@ def start(kind: str, env: dict[str, str]) -> Iterator[Targets]:
             }
             spawn("ingress", {**shared, "INGRESS_PORT": str(ports[0])})
             spawn("stream", {**shared, "STREAM_PORT": str(ports[1])})
-            wait_until_serving(f"127.0.0.1:{ports[0]}")  # the queue exists before the batcher consumes
-            spawn("batcher", {**shared, "BATCHER_HEALTH_PORT": str(ports[2]), "WORKER_NAME": "bench-batcher"})
-            wait_until_serving(f"127.0.0.1:{ports[2]}")
-            targets = Targets(f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}")
-        wait_until_serving(targets.ingress)
-        wait_until_serving(targets.stream)
-        yield targets
+            ingress, stream = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
+            wait_until_serving(ingress)  # the queue exists before a batcher consumes
+            for n in range(batchers):
+                health = free_port()
+                spawn("batcher", {**shared, "BATCHER_HEALTH_PORT": str(health), "WORKER_NAME": f"bench-{n}"})
+                wait_until_serving(f"127.0.0.1:{health}")
+        wait_until_serving(ingress)
+        wait_until_serving(stream)
+        if kind == "local":
+            pids["rabbitmq"] = service_pids("beam.smp")
+            pids["redis"] = service_pids("redis-server")
+        if not envoy:
+            yield Targets(ingress, stream, "", pids)
+            return
+        envoy_port = free_port()
+        topology = edge.Topology(
+            port=envoy_port,
+            admin_port=0,
+            ingress=("127.0.0.1", int(ingress.rsplit(":", 1)[1])),
+            stream=("127.0.0.1", int(stream.rsplit(":", 1)[1])),
+        )
+        proxy = edge.start(topology, Path(workdir.name))
+        processes.append(proxy)
+        pids["envoy"] = [proxy.pid]
+        edge.wait_ready(f"http://127.0.0.1:{envoy_port}", proxy)
+        yield Targets(ingress, stream, f"127.0.0.1:{envoy_port}", pids)
     finally:
         for process in processes:
             if process.poll() is None:
@@ -86,6 +140,7 @@ def start(kind: str, env: dict[str, str]) -> Iterator[Targets]:
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+        workdir.cleanup()
         if kind == "local":
             _cleanup(run_id)
 
@@ -105,8 +160,8 @@ def _cleanup(run_id: str) -> None:
         await connection.close()
         client = aioredis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
         keys = [k async for k in client.scan_iter(match=f"bench:{run_id}:*", count=1000)]
-        if keys:
-            await client.delete(*keys)
+        for at in range(0, len(keys), 10_000):
+            await client.delete(*keys[at : at + 10_000])
         await client.aclose()
 
     asyncio.run(clean())

@@ -1,0 +1,1 @@
+"""The ghz-compatible load harness (`batchline-bench`): options, schedule, calls, report."""

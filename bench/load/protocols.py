@@ -1,0 +1,406 @@
+"""The method under load and the three ways to call it: native gRPC, REST/JSON and grpc-web.
+
+The schema comes from `--protoset`, `--proto` (compiled here with grpc_tools) or, for gRPC
+with neither, server reflection. REST calls follow the method's `google.api.http` rule, the
+same mapping Envoy's transcoder serves. Every outcome is a gRPC status with ghz's Go-style
+name, whatever the protocol, so reports compare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import quote, urlencode
+
+import aiohttp
+import grpc
+from google.api import annotations_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf.message import Message
+
+from batchline.v1 import inference_pb2, job_pb2, stream_pb2
+from bench.load.calldata import CallInfo
+from bench.load.options import OptionError, Options
+
+# grpc-go's names for the status codes, as ghz writes them (code 1 is "Canceled", one l).
+GO_NAMES = [
+    "OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
+    "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
+    "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+]  # fmt: skip
+# How a gRPC client reads an HTTP status that carries no grpc-status (the gRPC HTTP mapping).
+HTTP_TO_CODE = {400: 13, 401: 16, 403: 7, 404: 12, 429: 14, 502: 14, 503: 14, 504: 14}
+TERMINAL = {job_pb2.JOB_STATUS_DONE, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
+# Batchline's own routes for following a job (--e2e), over each protocol.
+WATCH_PATH = "/batchline.v1.JobStreamService/WatchJob"
+GET_JOB_PATH = "/batchline.v1.InferenceService/GetJob"
+
+
+def go_name(code: int) -> str:
+    return GO_NAMES[code] if 0 <= code < len(GO_NAMES) else "Unknown"
+
+
+def error_text(code: int, message: str) -> str:
+    """An error as grpc-go prints it, the key of ghz's errorDistribution."""
+    return f"rpc error: code = {go_name(code)} desc = {message}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int  # gRPC status code, 0 = OK
+    message: str = ""
+    response: Message | None = None
+
+    @property
+    def status(self) -> str:
+        return go_name(self.code)
+
+    @property
+    def error(self) -> str:
+        return "" if self.code == 0 else error_text(self.code, self.message)
+
+
+# --- the schema --------------------------------------------------------------------------------
+
+
+def full_method_name(call: str) -> str:
+    """`pkg.Service/Method` or `pkg.Service.Method` -> `pkg.Service.Method`."""
+    name = call.lstrip("/").replace("/", ".")
+    if name.count(".") < 1:
+        raise OptionError(f"--call: {call!r} is not package.Service.Method")
+    return name
+
+
+def descriptor_set(options: Options) -> bytes:
+    """The FileDescriptorSet that holds the method, from --protoset, --proto or reflection."""
+    if options.protoset:
+        try:
+            return Path(options.protoset).read_bytes()
+        except OSError as exc:
+            raise OptionError(f"--protoset: cannot read {options.protoset}: {exc.strerror}") from exc
+    if options.proto:
+        return _compile(options.proto, options.import_paths)
+    return _reflect(options.host, full_method_name(options.call), options.connect_timeout)
+
+
+def _compile(proto: str, import_paths: list[str]) -> bytes:
+    import grpc_tools
+
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "set.pb"
+        includes = [f"-I{p}" for p in [*import_paths, str(Path(proto).parent), str(well_known)]]
+        done = subprocess.run(
+            [sys.executable, "-m", "grpc_tools.protoc", *includes, "--include_imports",
+             f"--descriptor_set_out={out}", proto],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise OptionError(f"--proto: {proto} does not compile: {done.stderr.strip()}")
+        return out.read_bytes()
+
+
+def _reflect(host: str, method: str, timeout: float) -> bytes:
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
+
+    service = method.rpartition(".")[0]
+    with grpc.insecure_channel(host) as channel:
+        try:
+            grpc.channel_ready_future(channel).result(timeout=timeout or None)
+        except grpc.FutureTimeoutError as exc:
+            raise OptionError(f"host: cannot connect to {host} for reflection") from exc
+        database = ProtoReflectionDescriptorDatabase(channel)
+        files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+        try:
+            pending = [database.FindFileContainingSymbol(service)]
+        except KeyError as exc:
+            raise OptionError(f"--call: {host} does not offer {service} by reflection") from exc
+        while pending:
+            file = pending.pop()
+            if file.name in files:
+                continue
+            files[file.name] = file
+            pending.extend(database.FindFileByName(dep) for dep in file.dependency if dep not in files)
+    return descriptor_pb2.FileDescriptorSet(file=list(files.values())).SerializeToString()
+
+
+@dataclass(frozen=True)
+class HttpRule:
+    """A method's `google.api.http` binding: verb, path template and body field."""
+
+    verb: str
+    template: str
+    body: str
+
+    def request(self, data: dict[str, Any]) -> tuple[str, str, bytes | None]:
+        """Verb, path with query, and JSON body for a request given as proto JSON."""
+        rest = dict(data)
+
+        def fill(match: re.Match[str]) -> str:
+            name = match.group(1).split("=")[0]
+            value = rest.pop(name, rest.pop(_camel(name), ""))
+            return quote(str(value), safe="")
+
+        path = re.sub(r"{([^}]+)}", fill, self.template)
+        if self.body == "*":
+            return self.verb, path, json.dumps(rest).encode()
+        body = json.dumps(rest.pop(self.body)).encode() if self.body else None
+        query = urlencode({k: v for k, v in rest.items() if not isinstance(v, dict | list)})
+        return self.verb, f"{path}?{query}" if query else path, body
+
+
+def _camel(name: str) -> str:
+    head, *tail = name.split("_")
+    return head + "".join(part.title() for part in tail)
+
+
+@dataclass(frozen=True)
+class Method:
+    info: CallInfo
+    path: str  # /package.Service/Method
+    input: type[Message]
+    output: type[Message]
+    http: HttpRule | None
+
+
+def load_method(raw_set: bytes, call: str) -> Method:
+    """Find the method in a serialized FileDescriptorSet."""
+    files = list(descriptor_pb2.FileDescriptorSet.FromString(raw_set).file)
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+    while files:  # dependencies first, whatever order the set lists them in
+        ready = [f for f in files if all(d in added for d in f.dependency)]
+        if not ready:
+            raise OptionError("--protoset: the descriptor set lacks imported files (use --include_imports)")
+        for file in ready:
+            pool.Add(file)
+            added.add(file.name)
+            files.remove(file)
+    name = full_method_name(call)
+    try:
+        method = pool.FindMethodByName(name)
+    except KeyError as exc:
+        raise OptionError(f"--call: no method {name} in the schema") from exc
+    options = method.GetOptions()
+    http = None
+    if options.HasExtension(annotations_pb2.http):
+        rule = options.Extensions[annotations_pb2.http]
+        verb = rule.WhichOneof("pattern")
+        if verb and verb != "custom":
+            http = HttpRule(verb.upper(), getattr(rule, verb), rule.body)
+    return Method(
+        info=CallInfo(
+            name,
+            method.input_type.full_name,
+            method.output_type.full_name,
+            method.client_streaming,
+            method.server_streaming,
+        ),
+        path=f"/{method.containing_service.full_name}/{method.name}",
+        input=message_factory.GetMessageClass(method.input_type),
+        output=message_factory.GetMessageClass(method.output_type),
+        http=http,
+    )
+
+
+# --- callers -----------------------------------------------------------------------------------
+
+
+class Caller(Protocol):
+    async def call(self, data: dict[str, Any], payload: bytes) -> Outcome: ...
+    async def follow(self, job_id: str, poll: bool) -> job_pb2.Job | None: ...
+    async def close(self) -> None: ...
+
+
+def make_caller(options: Options, method: Method, concurrency: int) -> Caller:
+    if options.protocol == "grpc":
+        return GrpcCaller(options, method)
+    return HttpCaller(options, method, concurrency)
+
+
+class GrpcCaller:
+    """Native gRPC on `--connections` separate HTTP/2 connections, round-robin."""
+
+    def __init__(self, options: Options, method: Method) -> None:
+        separate = [("grpc.use_local_subchannel_pool", 1)]  # otherwise channels share one socket
+        self._channels = [
+            grpc.aio.insecure_channel(options.host, options=separate) for _ in range(options.connections)
+        ]
+        self._calls = [
+            channel.unary_unary(method.path, None, None) for channel in self._channels
+        ]  # bytes in, bytes out
+        stream_channel = grpc.aio.insecure_channel(options.stream_host or options.host)
+        self._channels.append(stream_channel)
+        self._watch = stream_channel.unary_stream(
+            WATCH_PATH,
+            request_serializer=stream_pb2.WatchJobRequest.SerializeToString,
+            response_deserializer=stream_pb2.WatchJobResponse.FromString,
+        )
+        self._get = self._channels[0].unary_unary(
+            GET_JOB_PATH,
+            request_serializer=inference_pb2.GetJobRequest.SerializeToString,
+            response_deserializer=inference_pb2.GetJobResponse.FromString,
+        )
+        self._output = method.output
+        self._timeout = options.timeout or None
+        self._metadata = tuple(options.metadata.items())
+        self._next = 0
+
+    async def ready(self) -> None:
+        """Every connection up (bounded by the caller's asyncio.timeout)."""
+        await asyncio.gather(*(c.channel_ready() for c in self._channels))
+
+    async def call(self, data: dict[str, Any], payload: bytes) -> Outcome:
+        self._next = (self._next + 1) % len(self._calls)
+        try:
+            raw = await self._calls[self._next](payload, timeout=self._timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            return Outcome(exc.code().value[0], exc.details() or "")
+        return Outcome(0, "", self._output.FromString(raw))
+
+    async def follow(self, job_id: str, poll: bool) -> job_pb2.Job | None:
+        if poll:
+            while True:
+                reply: inference_pb2.GetJobResponse = await self._get(
+                    inference_pb2.GetJobRequest(job_id=job_id), timeout=self._timeout
+                )
+                if reply.job.status in TERMINAL:
+                    return reply.job
+                await asyncio.sleep(0.005)
+        last: job_pb2.Job | None = None
+        event: stream_pb2.WatchJobResponse
+        async for event in self._watch(stream_pb2.WatchJobRequest(job_id=job_id), timeout=self._timeout):
+            if event.HasField("job"):
+                last = event.job
+                if last.status in TERMINAL:
+                    return last
+        return last
+
+    async def close(self) -> None:
+        await asyncio.gather(*(channel.close(None) for channel in self._channels))
+
+
+class HttpCaller:
+    """REST/JSON or grpc-web through Envoy, over HTTP/1.1 keep-alive connections."""
+
+    def __init__(self, options: Options, method: Method, concurrency: int) -> None:
+        if options.protocol == "rest" and method.http is None:
+            raise OptionError(f"--protocol rest: {method.info.full_name} has no google.api.http rule")
+        base = options.host if "://" in options.host else f"http://{options.host}"
+        connector = aiohttp.TCPConnector(limit=concurrency + 8, force_close=False)
+        timeout = aiohttp.ClientTimeout(total=options.timeout or None, connect=options.connect_timeout)
+        self._session = aiohttp.ClientSession(base, connector=connector, timeout=timeout)
+        self._method = method
+        self._web = options.protocol == "grpc-web"
+        self._headers = dict(options.metadata)
+        if self._web:
+            self._headers |= {"content-type": "application/grpc-web+proto", "x-grpc-web": "1"}
+        else:
+            self._headers["content-type"] = "application/json"
+
+    async def call(self, data: dict[str, Any], payload: bytes) -> Outcome:
+        try:
+            if self._web:
+                return await self._grpc_web(self._method.path, payload, self._method.output)
+            assert self._method.http is not None
+            verb, path, body = self._method.http.request(data)
+            async with self._session.request(verb, path, data=body, headers=self._headers) as reply:
+                text = await reply.read()
+                if reply.status == 200:
+                    return Outcome(0, "", json_format.Parse(text, self._method.output()))
+                return _http_error(reply.status, text)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            code = 4 if isinstance(exc, TimeoutError) else 14
+            return Outcome(code, str(exc) or type(exc).__name__)
+
+    async def _grpc_web(self, path: str, payload: bytes, output: type[Message]) -> Outcome:
+        framed = b"\x00" + struct.pack(">I", len(payload)) + payload
+        async with self._session.post(path, data=framed, headers=self._headers) as reply:
+            body = await reply.read()
+            if reply.status != 200:
+                return _http_error(reply.status, body)
+            messages, trailers = _frames(body)
+            code = int(reply.headers.get("grpc-status", trailers.get("grpc-status", "2")))
+            if code != 0:
+                message = reply.headers.get("grpc-message", trailers.get("grpc-message", ""))
+                return Outcome(code, message)
+            return Outcome(0, "", output.FromString(messages[0]) if messages else output())
+
+    async def follow(self, job_id: str, poll: bool) -> job_pb2.Job | None:
+        if poll:
+            while True:
+                job = await self._get_job(job_id)
+                if job is None or job.status in TERMINAL:
+                    return job
+                await asyncio.sleep(0.005)
+        if self._web:
+            request = stream_pb2.WatchJobRequest(job_id=job_id).SerializeToString()
+            framed = b"\x00" + struct.pack(">I", len(request)) + request
+            async with self._session.post(WATCH_PATH, data=framed, headers=self._headers) as reply:
+                while True:
+                    head = await reply.content.readexactly(5)
+                    chunk = await reply.content.readexactly(struct.unpack(">I", head[1:])[0])
+                    if head[0] & 0x80:
+                        return None
+                    event = stream_pb2.WatchJobResponse.FromString(chunk)
+                    if event.HasField("job") and event.job.status in TERMINAL:
+                        return event.job
+        async with self._session.get(f"/v1/jobs/{job_id}:watch") as reply:
+            async for line in reply.content:
+                if line.strip():
+                    event = json_format.Parse(line, stream_pb2.WatchJobResponse(), ignore_unknown_fields=True)
+                    if event.HasField("job") and event.job.status in TERMINAL:
+                        return event.job
+        return None
+
+    async def _get_job(self, job_id: str) -> job_pb2.Job | None:
+        if self._web:
+            payload = inference_pb2.GetJobRequest(job_id=job_id).SerializeToString()
+            outcome = await self._grpc_web(GET_JOB_PATH, payload, inference_pb2.GetJobResponse)
+            reply = outcome.response
+            return reply.job if isinstance(reply, inference_pb2.GetJobResponse) else None
+        async with self._session.get(f"/v1/jobs/{job_id}") as http:
+            if http.status != 200:
+                return None
+            return json_format.Parse(await http.read(), inference_pb2.GetJobResponse()).job
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+def _frames(body: bytes) -> tuple[list[bytes], dict[str, str]]:
+    """grpc-web frames: the data messages and the trailers."""
+    messages: list[bytes] = []
+    trailers: dict[str, str] = {}
+    at = 0
+    while at + 5 <= len(body):
+        flag, size = body[at], struct.unpack(">I", body[at + 1 : at + 5])[0]
+        chunk = body[at + 5 : at + 5 + size]
+        at += 5 + size
+        if flag & 0x80:
+            for line in chunk.decode().split("\r\n"):
+                key, _, value = line.partition(":")
+                if key:
+                    trailers[key.strip().lower()] = value.strip()
+        else:
+            messages.append(chunk)
+    return messages, trailers
+
+
+def _http_error(status: int, body: bytes) -> Outcome:
+    """Envoy's JSON google.rpc.Status when it sent one, the gRPC HTTP mapping when not."""
+    try:
+        parsed = json.loads(body)
+        return Outcome(int(parsed["code"]), str(parsed.get("message", "")))
+    except (ValueError, KeyError, TypeError):
+        return Outcome(HTTP_TO_CODE.get(status, 2), f"HTTP {status}: {body[:200].decode(errors='replace')}")

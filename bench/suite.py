@@ -1,0 +1,444 @@
+"""`make bench`: Batchline's load targets, measured with batchline-bench, written as a report.
+
+Each measurement starts a fresh local stack (ingress, stream, batchers on the local RabbitMQ
+and Redis, Envoy in front; a queue and key prefix of its own), warms it, runs the harness,
+and tears it down. The simulated model costs nothing, so what is measured is the system.
+
+    python -m bench.suite            # quick: every scenario once, short runs (~4 min)
+    python -m bench.suite --full     # the documented numbers: 30 s runs, medians of 3 (~25 min)
+
+Writes docs/benchmarks/<name>.md, <name>.json (every report, per-request details left out)
+and <name>-latency.png, <name>-protocols.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench import stack
+from bench.load import runner
+from bench.load.options import Options
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTOSET = ROOT / "envoy" / "batchline.pb"
+SUBMIT = "batchline.v1.InferenceService.Submit"
+SUBMIT_BATCH = "batchline.v1.InferenceService.SubmitBatch"
+TEXTS = [
+    "I loved this film, the acting was superb and the story kept me hooked until the very end",
+    "terrible service, we waited an hour and the food was cold",
+    "not bad at all",
+    "The hotel was clean, the staff friendly, and breakfast was better than expected.",
+    "worst purchase I have made this year; it broke after two days and support never answered",
+    "great value",
+]
+SUBMIT_DATA = [{"text": f"{text} (review {{{{.RequestNumber}}}})"} for text in TEXTS]
+BATCH_DATA = {"texts": [f"{TEXTS[i % len(TEXTS)]} #{i}" for i in range(64)]}
+ZERO_COST = {"MODEL_BACKEND": "simulated", "SIM_FIXED_MS": "0", "SIM_PER_TOKEN_MS": "0"}
+# With no batcher consuming, the ingress runs hold every job they accept.
+HOLD_ALL = {**ZERO_COST, "QUEUE_MAX_LENGTH": "1000000", "MAX_INFLIGHT": "8192"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    duration_s: float  # each target run
+    saturation_s: float  # each closed-loop protocol run
+    repeats: int
+    sweep: tuple[int, ...]  # offered Submit rates for the latency curve
+    sweep_s: float
+
+
+QUICK = Profile("load-quick", 5, 4, 1, (500, 1000, 1500, 2000), 3)
+FULL = Profile("load", 30, 10, 3, (250, 500, 1000, 1500, 2000, 2500), 10)
+PROTOCOLS = [("grpc", "direct"), ("grpc", "envoy"), ("rest", "envoy"), ("grpc-web", "envoy")]
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def command_line(options: Options) -> str:
+    """The batchline-bench command that repeats a run against a running stack."""
+    parts = ["batchline-bench --insecure --protoset envoy/batchline.pb", f"--call {options.call}"]
+    parts.append("-d '<texts>'" if options.data is not SUBMIT_DATA else "-d '<6 texts, numbered>'")
+    if options.open_loop:
+        parts.append(f"--rps {options.rps}")
+    parts.append(f"-c {options.concurrency}")
+    parts.append(f"-z {options.duration:g}s")
+    if options.duration_stop != "close":
+        parts.append(f"--duration-stop {options.duration_stop}")
+    if options.protocol != "grpc":
+        parts.append(f"--protocol {options.protocol}")
+    if options.e2e:
+        parts.append(f"--e2e {options.e2e} --stream-host <stream>")
+    parts.append("<ingress>" if options.name.endswith("direct") else "<envoy>")
+    return " ".join(parts)
+
+
+def measure(options: Options, env: dict[str, str], batchers: int = 0, via: str = "direct") -> dict[str, Any]:
+    """One harness run on a fresh stack; the ghz report without per-request details."""
+    with stack.start("local", env, batchers=batchers) as targets:
+        host = targets.ingress if via == "direct" else targets.edge
+        warm = submit("warm", host=host, rps=200, duration=1.0, progress=False)
+        runner.run(runner.make_plan(warm.validate(), PROTOSET.read_bytes()))
+        run = replace(options, host=host, stream_host=targets.stream if via == "direct" else "")
+        cpu_before = {name: stack.cpu_seconds(pids) for name, pids in targets.pids.items()}
+        result = runner.run(runner.make_plan(run.validate(), PROTOSET.read_bytes()))
+        cpu = {name: stack.cpu_seconds(pids) - cpu_before[name] for name, pids in targets.pids.items()}
+    cpu["load generator"] = result["batchline"]["generatorCpuS"]
+    result.pop("details", None)
+    result["batchline"]["command"] = command_line(options)
+    result["batchline"]["cpuS"] = {name: round(seconds, 3) for name, seconds in cpu.items()}
+    return result
+
+
+def submit(name: str, host: str = "-", **flags: Any) -> Options:
+    return Options(
+        call=SUBMIT, protoset=str(PROTOSET), insecure=True, data=SUBMIT_DATA, duration_stop="wait", name=name,
+        host=host, **flags,
+    )  # fmt: skip
+
+
+def percentile(report: dict[str, Any], p: int) -> float:
+    for entry in report["latencyDistribution"] or []:
+        if entry["percentage"] == p:
+            return float(entry["latency"]) / 1e6
+    return float("nan")
+
+
+def accepted(report: dict[str, Any]) -> float:
+    return float(report["statusCodeDistribution"].get("OK", 0)) / max(1, int(report["count"]))
+
+
+def run_all(profile: Profile) -> dict[str, Any]:
+    results: dict[str, Any] = {"ingress": [], "batch": [], "pipeline": [], "protocols": [], "sweep": []}
+    steps = profile.repeats * (2 + 1 + len(PROTOCOLS)) + 2 * len(profile.sweep)
+    step = 0
+
+    def next_step(what: str) -> None:
+        nonlocal step
+        step += 1
+        say(f"[{step}/{steps}] {what}")
+
+    for repeat in range(profile.repeats):
+        tag = f"run {repeat + 1}/{profile.repeats}"
+        next_step(
+            f"ingress: Submit at 2000/s open loop for {profile.duration_s:g}s, native gRPC direct ({tag})"
+        )
+        options = submit("ingress-direct", rps=2000, duration=profile.duration_s, concurrency=1000)
+        results["ingress"].append(measure(options, HOLD_ALL))
+
+        next_step(f"ingress: SubmitBatch of 64, 8 callers for {profile.duration_s:g}s ({tag})")
+        options = replace(
+            submit("batch-direct", duration=profile.duration_s, concurrency=8),
+            call=SUBMIT_BATCH,
+            data=BATCH_DATA,
+        )
+        results["batch"].append(measure(options, HOLD_ALL))
+
+        next_step(f"pipeline: Submit at 1000/s, each job watched to DONE, 2 batchers ({tag})")
+        options = submit(
+            "pipeline-direct", rps=1000, duration=profile.duration_s, concurrency=1000, e2e="watch"
+        )
+        results["pipeline"].append(measure(options, ZERO_COST, batchers=2))
+
+        for protocol, via in PROTOCOLS:  # side by side, interleaved within each repeat
+            next_step(f"saturation: {protocol} {via}, 50 callers for {profile.saturation_s:g}s ({tag})")
+            options = submit(f"saturation-{protocol}-{via}", concurrency=50, duration=profile.saturation_s)
+            results["protocols"].append(measure(replace(options, protocol=protocol), HOLD_ALL, via=via))
+
+    for rate in profile.sweep:
+        for protocol, via in (("grpc", "direct"), ("rest", "envoy")):
+            next_step(f"latency curve: {protocol} {via} at {rate}/s for {profile.sweep_s:g}s")
+            options = submit(f"sweep-{protocol}-{via}", rps=rate, duration=profile.sweep_s, concurrency=1000)
+            results["sweep"].append(measure(replace(options, protocol=protocol), HOLD_ALL, via=via))
+    return results
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def jobs_of(report: dict[str, Any]) -> float:
+    """Jobs a run accepted (64 per SubmitBatch call)."""
+    calls = report["statusCodeDistribution"].get("OK", 0)
+    return float(calls * 64 if report["options"]["call"] == SUBMIT_BATCH else calls)
+
+
+def cpu_per_job(reports: list[dict[str, Any]]) -> dict[str, float]:
+    """CPU milliseconds each component spent per accepted job, median over the runs."""
+    names = reports[0]["batchline"]["cpuS"] if reports else {}
+    return {
+        name: median([1000 * r["batchline"]["cpuS"][name] / max(1.0, jobs_of(r)) for r in reports])
+        for name in names
+    }
+
+
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    ingress = results["ingress"]
+    batch = results["batch"]
+    pipeline = [r["batchline"]["e2e"] for r in results["pipeline"]]
+    by_protocol: dict[str, list[dict[str, Any]]] = {}
+    for report in results["protocols"]:
+        by_protocol.setdefault(report["name"].removeprefix("saturation-"), []).append(report)
+    native = median([r["rps"] for r in by_protocol.get("grpc-direct", [])])
+    return {
+        "ingress": {
+            "offered_rps": 2000,
+            "achieved_rps": median([r["count"] / (r["total"] / 1e9) for r in ingress]),
+            "accepted": median([accepted(r) for r in ingress]),
+            "p50_ms": median([percentile(r, 50) for r in ingress]),
+            "p99_ms": median([percentile(r, 99) for r in ingress]),
+            "send_lag_p99_ms": median([r["batchline"]["sendLagMs"]["p99"] for r in ingress]),
+        },
+        "batch": {
+            "calls_rps": median([r["rps"] for r in batch]),
+            "jobs_rps": median([r["rps"] * 64 * accepted(r) for r in batch]),
+            "accepted": median([accepted(r) for r in batch]),
+            "p99_ms": median([percentile(r, 99) for r in batch]),
+        },
+        "pipeline": {
+            "offered_rps": 1000,
+            "accepted": median([float(e["accepted"]) for e in pipeline]),
+            "done": median([float(e["done"]) for e in pipeline]),
+            "lost": max(
+                (e["accepted"] - e["done"] - e["failed"] - e["cancelled"] for e in pipeline), default=0
+            ),
+            "done_rps": median([e["doneRps"] for e in pipeline]),
+            "e2e_p50_ms": median([e["latencyMs"].get("p50", float("nan")) for e in pipeline]),
+            "e2e_p99_ms": median([e["latencyMs"].get("p99", float("nan")) for e in pipeline]),
+            "queue_wait_p50_ms": median([e["queueWaitMs"].get("p50", float("nan")) for e in pipeline]),
+            "mean_batch": median([e["batchSize"].get("mean", float("nan")) for e in pipeline]),
+        },
+        "cpu_ms_per_job": {
+            "ingress 2000/s": cpu_per_job(ingress),
+            "SubmitBatch": cpu_per_job(batch),
+            "pipeline 1000/s e2e": cpu_per_job(results["pipeline"]),
+            **{f"saturation {name}": cpu_per_job(reports) for name, reports in by_protocol.items()},
+        },
+        "protocols": {
+            name: {
+                "rps": median([r["rps"] for r in reports]),
+                "vs_native": median([r["rps"] for r in reports]) / native if native else float("nan"),
+                "p50_ms": median([percentile(r, 50) for r in reports]),
+                "p99_ms": median([percentile(r, 99) for r in reports]),
+                "accepted": median([accepted(r) for r in reports]),
+            }
+            for name, reports in by_protocol.items()
+        },
+    }
+
+
+def _f(value: float, digits: int = 1) -> str:
+    return "—" if value != value else f"{value:,.{digits}f}"
+
+
+def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any], meta: dict[str, Any]) -> str:
+    i, b, p, protocols = summary["ingress"], summary["batch"], summary["pipeline"], summary["protocols"]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    ingress_ok = i["accepted"] == 1 and i["p99_ms"] <= 20 and i["achieved_rps"] >= 0.99 * i["offered_rps"]
+    batch_ok = b["jobs_rps"] >= 10_000
+    pipeline_ok = p["done_rps"] >= 0.99 * p["offered_rps"] and p["lost"] == 0
+
+    lines = [
+        f"# Load: ingress, pipeline and edge ({'quick' if profile.name.endswith('quick') else 'full'} run)",
+        "",
+        f"Measured with `batchline-bench` (ghz-compatible) by `{meta['command']}` on {meta['when']}: "
+        f"{meta['cpus']} CPUs shared by the load generator, the services, Envoy, RabbitMQ and Redis. "
+        f"Medians of {profile.repeats} run(s); each run on a fresh stack after 1 s of warm-up; "
+        "simulated zero-cost model. Open-loop runs count latency from each request's due time. "
+        f"Raw reports (ghz JSON, per-request details left out): `{profile.name}.json`.",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | |",
+        "|---|---|---|",
+        f"| ingress: 2,000 Submit/s for {profile.duration_s:g} s, 100% accepted, p99 ≤ 20 ms "
+        f"(open loop, gRPC direct) | {_f(i['achieved_rps'], 0)}/s achieved, {i['accepted']:.1%} accepted, "
+        f"p99 {_f(i['p99_ms'])} ms | {verdict(ingress_ok)} |",
+        f"| ingress: ≥ 10,000 jobs/s via SubmitBatch of 64 | {_f(b['jobs_rps'], 0)} jobs/s "
+        f"({_f(b['calls_rps'], 0)} calls/s, {b['accepted']:.1%} accepted) | {verdict(batch_ok)} |",
+        f"| pipeline: ≥ 1,000 jobs/s submit → DONE seen by a watcher, none lost "
+        f"| {_f(p['done_rps'], 0)} done/s, {p['lost']} lost | {verdict(pipeline_ok)} |",
+    ]
+    for name in ("rest-envoy", "grpc-web-envoy"):
+        if name in protocols:
+            row = protocols[name]
+            lines.append(
+                f"| edge: {name.replace('-envoy', '')} through Envoy ≥ 70% of native gRPC Submit throughput "
+                f"| {row['vs_native']:.0%} | {verdict(row['vs_native'] >= 0.7)} |"
+            )
+    lines += [
+        "",
+        "## Ingress: Submit at 2,000/s, open loop",
+        "",
+        "No batcher consumes, so the queue holds every job (bound raised to 1,000,000): the ingress alone.",
+        "",
+        "| achieved/s | accepted | p50 ms | p99 ms | send lag p99 ms |",
+        "|---|---|---|---|---|",
+        f"| {_f(i['achieved_rps'], 0)} | {i['accepted']:.2%} | {_f(i['p50_ms'])} | {_f(i['p99_ms'])} "
+        f"| {_f(i['send_lag_p99_ms'])} |",
+        "",
+        "## Pipeline: Submit at 1,000/s, each job watched until DONE",
+        "",
+        "Two batchers, zero-cost simulated model; the watcher is WatchJob on the stream service.",
+        "",
+        "| accepted | done | lost | done/s | e2e p50 ms | e2e p99 ms | queue wait p50 ms | mean batch |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {p['accepted']:.0f} | {p['done']:.0f} | {p['lost']} | {_f(p['done_rps'], 0)} "
+        f"| {_f(p['e2e_p50_ms'])} | {_f(p['e2e_p99_ms'])} | {_f(p['queue_wait_p50_ms'])} "
+        f"| {_f(p['mean_batch'])} |",
+        "",
+        "## What the proxy costs: Submit at saturation, side by side",
+        "",
+        "50 callers back to back (ghz's closed loop) for each protocol in turn, within each repeat.",
+        "",
+        "| protocol | path | Submit/s | vs native gRPC | p50 ms | p99 ms | accepted |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, row in protocols.items():
+        protocol, _, via = name.rpartition("-")
+        lines.append(
+            f"| {protocol} | {'direct' if via == 'direct' else 'through Envoy'} | {_f(row['rps'], 0)} "
+            f"| {row['vs_native']:.0%} | {_f(row['p50_ms'])} | {_f(row['p99_ms'])} | {row['accepted']:.1%} |"
+        )
+    lines += [
+        "",
+        f"![Submit throughput per protocol]({profile.name}-protocols.png)",
+        "",
+        "## Where the CPU goes",
+        "",
+        "CPU milliseconds each process spent per accepted job during the measured run (from /proc;",
+        "the load generator's own processes included). The sum against the machine's "
+        f"{meta['cpus']} cores bounds the rate.",
+        "",
+    ]
+    cpu = summary["cpu_ms_per_job"]
+    components = list(dict.fromkeys(name for row in cpu.values() for name in row))
+    lines.append("| scenario | " + " | ".join(components) + " | total |")
+    lines.append("|---|" + "---|" * (len(components) + 1))
+    for scenario, row in cpu.items():
+        cells = " | ".join(_f(row.get(c, float("nan")), 2) for c in components)
+        lines.append(f"| {scenario} | {cells} | {_f(sum(row.values()), 2)} |")
+    lines += [
+        "",
+        "## Latency against offered load",
+        "",
+        "| offered/s | protocol | achieved/s | p50 ms | p90 ms | p99 ms | send lag p99 ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for report in results["sweep"]:
+        lines.append(
+            f"| {report['options']['rps']} | {report['name'].removeprefix('sweep-')} "
+            f"| {_f(report['count'] / (report['total'] / 1e9), 0)} | {_f(percentile(report, 50))} "
+            f"| {_f(percentile(report, 90))} | {_f(percentile(report, 99))} "
+            f"| {_f(report['batchline']['sendLagMs']['p99'])} |"
+        )
+    lines += [
+        "",
+        f"![Submit latency against offered load]({profile.name}-latency.png)",
+        "",
+        "## Commands",
+        "",
+    ]
+    seen = set()
+    for group in ("ingress", "batch", "pipeline", "protocols", "sweep"):
+        for report in results[group]:
+            command = report["batchline"]["command"]
+            if command not in seen:
+                seen.add(command)
+                lines.append(f"- `{command}`")
+    return "\n".join(lines) + "\n"
+
+
+def plots(profile: Profile, summary: dict[str, Any], results: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    names = list(summary["protocols"])
+    values = [summary["protocols"][n]["rps"] for n in names]
+    bars = axis.bar([n.replace("-", "\n", 1) for n in names], values, color="#4c78a8")
+    for bar, name in zip(bars, names, strict=True):
+        axis.annotate(
+            f"{summary['protocols'][name]['vs_native']:.0%}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+        )
+    axis.set_ylabel("Submit/s at saturation (50 callers)")
+    axis.set_title("Submit throughput per protocol (share of native gRPC)")
+    figure.tight_layout()
+    figure.savefig(out / f"{profile.name}-protocols.png", dpi=120)
+    plt.close(figure)
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for name, style in (("grpc-direct", "-"), ("rest-envoy", "--")):
+        runs = [r for r in results["sweep"] if r["name"] == f"sweep-{name}"]
+        rates = [r["options"]["rps"] for r in runs]
+        for p, color in ((50, "#4c78a8"), (99, "#e45756")):
+            axis.plot(
+                rates, [percentile(r, p) for r in runs], style, color=color, marker="o", label=f"{name} p{p}"
+            )
+    axis.set_yscale("log")
+    axis.set_xlabel("offered Submit/s (open loop)")
+    axis.set_ylabel("latency from due time, ms")
+    axis.set_title("Submit latency against offered load")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out / f"{profile.name}-latency.png", dpi=120)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="30 s runs, medians of 3 (the documented numbers)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "docs" / "benchmarks", help="where the report goes"
+    )
+    args = parser.parse_args(argv)
+    profile = FULL if args.full else QUICK
+    started = time.time()
+    results = run_all(profile)
+    summary = summarize(results)
+    meta = {
+        "command": "python -m bench.suite" + (" --full" if args.full else ""),
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "minutes": round((time.time() - started) / 60, 1),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{profile.name}.json").write_text(
+        json.dumps({"meta": meta, "summary": summary, "reports": results}, indent=1)
+    )
+    text = markdown(profile, summary, results, meta)
+    (args.out / f"{profile.name}.md").write_text(text)
+    plots(profile, summary, results, args.out)
+    print(text)
+    say(f"done in {meta['minutes']} min: {args.out / (profile.name + '.md')}")
+
+
+if __name__ == "__main__":
+    main()
