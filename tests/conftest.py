@@ -1,5 +1,5 @@
-"""Fixtures for every tier. Markers follow the directory: unit, integration, e2e, contract,
-browser.
+"""Fixtures for every tier. Markers follow the directory: unit, integration, e2e, faults,
+contract, browser.
 
 Real services are isolated per test: a unique queue name and Redis key prefix each,
 removed afterwards.
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         tier = Path(str(item.fspath)).relative_to(ROOT / "tests").parts[0]
-        if tier in {"unit", "integration", "e2e", "contract", "browser"}:
+        if tier in {"unit", "integration", "e2e", "faults", "contract", "browser"}:
             item.add_marker(getattr(pytest.mark, tier))
 
 

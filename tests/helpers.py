@@ -4,6 +4,7 @@ small models."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import socket
 import threading
 import time
@@ -11,6 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from batcher.model import BatchOutput, Encoded
 from batcher.simulated import SimulatedModel
+from batchline import codec
+from batchline.redis_store import RedisJobStore
 
 
 def free_port() -> int:
@@ -47,6 +50,28 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what or condition}")
         await asyncio.sleep(every_s)
+
+
+async def count_done_events(store: RedisJobStore, counts: collections.Counter[str]) -> asyncio.Task[None]:
+    """Count every DONE announcement per job from now on (the task runs until cancelled)."""
+    subscribed = asyncio.Event()
+
+    async def on_subscribed() -> None:
+        subscribed.set()
+
+    async def listen() -> None:
+        async for job in store.events(on_subscribed):
+            if job.status == codec.DONE:
+                counts[job.job_id] += 1
+
+    task = asyncio.create_task(listen())
+    await asyncio.wait_for(subscribed.wait(), 5)
+    return task
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "") -> None:
+    """`wait_for` for tests that are not async (blocking calls to services in subprocesses)."""
+    asyncio.run(wait_for(condition, timeout_s, 0.1, what))
 
 
 class RecordingModel(SimulatedModel):

@@ -15,7 +15,7 @@ from batchline.redis_store import RedisJobStore
 from batchline.settings import StoreSettings
 from batchline.v1 import inference_pb2, inference_pb2_grpc, stream_pb2, stream_pb2_grpc
 from tests.e2e.conftest import Service
-from tests.helpers import wait_for
+from tests.helpers import count_done_events, wait_for
 
 
 def start_stack(services: list[Service], env: dict[str, str], batcher_env: dict[str, str]) -> tuple[str, str]:
@@ -78,18 +78,7 @@ def test_a_batcher_killed_mid_batch_loses_no_job(
 
     async def count_and_recover() -> None:
         store = RedisJobStore(store_settings)
-        subscribed = asyncio.Event()
-
-        async def on_subscribed() -> None:
-            subscribed.set()
-
-        async def listen() -> None:
-            async for job in store.events(on_subscribed):
-                if job.status == codec.DONE:
-                    done_events[job.job_id] += 1
-
-        listener = asyncio.create_task(listen())
-        await asyncio.wait_for(subscribed.wait(), 5)
+        listener = await count_done_events(store, done_events)
         async with grpc.aio.insecure_channel(ingress_target) as channel:
             inference = inference_pb2_grpc.InferenceServiceStub(channel)
             request = inference_pb2.SubmitBatchRequest(texts=[f"job {i} was good" for i in range(100)])
