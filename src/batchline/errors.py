@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -126,19 +127,47 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         if handler is None:
             return handler
         method = handler_call_details.method
+        deserializer = _tolerant(handler.request_deserializer)
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 _wrap_unary(handler.unary_unary, method),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 _wrap_stream(handler.unary_stream, method),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         return handler
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request whose bytes are not the method's message (grpc answers those UNKNOWN)."""
+
+    reason: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """The method's deserializer, returning Undecodable instead of raising on bad bytes."""
+    if deserializer is None:
+        return None
+
+    def parse(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except DecodeError as exc:
+            return Undecodable(str(exc))
+
+    return parse
+
+
+def _undecodable(request: Any) -> InvalidArgument | None:
+    if isinstance(request, Undecodable):
+        return InvalidArgument.field("request", f"not a valid protobuf message: {request.reason}")
+    return None
 
 
 async def _abort(context: Any, exc: Exception, method: str) -> None:
@@ -151,6 +180,8 @@ async def _abort(context: Any, exc: Exception, method: str) -> None:
 def _wrap_unary(behaviour: Any, method: str) -> Any:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
+            if bad := _undecodable(request):
+                raise bad
             return await behaviour(request, context)
         except Exception as exc:
             if _is_abort(exc):
@@ -163,6 +194,8 @@ def _wrap_unary(behaviour: Any, method: str) -> Any:
 def _wrap_stream(behaviour: Any, method: str) -> Any:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         try:
+            if bad := _undecodable(request):
+                raise bad
             async for response in behaviour(request, context):
                 yield response
         except Exception as exc:
