@@ -4,8 +4,8 @@ Each measurement starts a fresh local stack (ingress, stream, batchers on the lo
 and Redis, Envoy in front; a queue and key prefix of its own), warms it, runs the harness,
 and tears it down. The simulated model costs nothing, so what is measured is the system.
 
-    python -m bench.suite            # quick: every scenario once, short runs (~4 min)
-    python -m bench.suite --full     # the documented numbers: 30 s runs, medians of 3 (~25 min)
+    python -m bench.suite            # quick: every scenario once, short runs (~2 min)
+    python -m bench.suite --full     # the documented numbers: 30 s runs, medians of 3 (~12 min)
 
 Writes docs/benchmarks/<name>.md, <name>.json (every report, per-request details left out)
 and <name>-latency.png, <name>-protocols.png.
@@ -79,7 +79,7 @@ def command_line(options: Options) -> str:
     if options.protocol != "grpc":
         parts.append(f"--protocol {options.protocol}")
     if options.e2e:
-        parts.append(f"--e2e {options.e2e} --stream-host <stream>")
+        parts.append(("--e2e" if options.e2e == "watch" else "--e2e-poll") + " --stream-host <stream>")
     parts.append("<ingress>" if options.name.endswith("direct") else "<envoy>")
     return " ".join(parts)
 

@@ -302,7 +302,15 @@ def parser() -> argparse.ArgumentParser:
     add("--tags", default=d, help="JSON object of tags, kept in the report")
     add("--cpus", type=int, default=d, help="load-generator processes (default: enough for the rate)")
     add("--protocol", default=d, help="grpc (default), rest or grpc-web (the last two through Envoy)")
-    add("--e2e", nargs="?", const="watch", default=d, help="follow each job to DONE: watch or poll")
+    add("--e2e", action="store_const", const="watch", default=d, help="follow each job to its end (WatchJob)")
+    add(
+        "--e2e-poll",
+        dest="e2e",
+        action="store_const",
+        const="poll",
+        default=d,
+        help="the same, by GetJob polling",
+    )
     add("--stream-host", default=d, help="WatchJob target for grpc when it is not the host")
     add("--no-progress", dest="progress", action="store_false", default=d, help="no progress bar")
     return p

@@ -34,6 +34,7 @@ class Record(NamedTuple):
     queue_wait_ms: float | None = None
     inference_ms: float | None = None
     batch_size: int | None = None
+    follow_error: str = ""  # why following the job failed (--e2e), if it did
 
 
 def go_time(unix: float, seconds_only: bool = False) -> str:
@@ -147,6 +148,7 @@ def beyond_ghz(records: list[Record], options: Options, total_s: float) -> dict[
         out["sendLagMs"] = _spread([r.lag_ns / 1e6 for r in records])
     accepted = [r for r in records if not r.error]
     out["acceptMs"] = _spread([r.latency_ns / 1e6 for r in accepted])
+    out["errorMs"] = _spread([r.latency_ns / 1e6 for r in records if r.error])  # how fast refusals come
     if options.e2e:
         done = [r for r in accepted if r.job_status == "DONE" and r.e2e_ns is not None]
         out["e2e"] = {
@@ -156,6 +158,7 @@ def beyond_ghz(records: list[Record], options: Options, total_s: float) -> dict[
             "failed": sum(r.job_status == "FAILED" for r in accepted),
             "cancelled": sum(r.job_status == "CANCELLED" for r in accepted),
             "unfinished": sum(r.job_status == "" for r in accepted),
+            "followErrors": dict(Counter(r.follow_error for r in accepted if r.follow_error)),
             "doneRps": len(done) / total_s if total_s > 0 else 0.0,
             "latencyMs": _spread([r.e2e_ns / 1e6 for r in done if r.e2e_ns is not None]),
             "queueWaitMs": _spread([r.queue_wait_ms for r in done if r.queue_wait_ms is not None]),

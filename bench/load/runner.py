@@ -29,7 +29,7 @@ from google.protobuf import json_format
 from bench.load import report, schedule
 from bench.load.calldata import CallData
 from bench.load.options import OptionError, Options
-from bench.load.protocols import GrpcCaller, Outcome, error_text, load_method, make_caller
+from bench.load.protocols import GrpcCaller, Outcome, load_method, make_caller
 from bench.load.report import Record
 
 # Requests per second one load-generator process keeps on schedule, measured on the 2-core
@@ -153,9 +153,9 @@ class Worker:
     async def follow(self, record: Record, job_id: str, due: float) -> None:
         try:
             job = await self.caller.follow(job_id, poll=self.options.e2e == "poll")
-        except Exception as exc:  # a lost watch is a result too: the job is left unfinished
+        except Exception as exc:  # the call was accepted; the job is counted unfinished, and why
             job = None
-            record = record._replace(error=error_text(2, f"following the job: {exc}"))
+            record = record._replace(follow_error=f"{type(exc).__name__}: {exc}"[:200])
         seen = time.perf_counter()
         if job is not None:
             self.last_finish = max(self.last_finish, seen)
@@ -190,7 +190,7 @@ class Worker:
         else:
             sending = asyncio.create_task(self.closed_loop(start, stop_at))
         done, _ = await asyncio.wait(
-            {sending}, timeout=None if math.isinf(stop_at) else stop_at - start + 0.05
+            {sending}, timeout=None if math.isinf(stop_at) else stop_at - time.perf_counter() + 0.05
         )
         if not done:
             timed_out = True

@@ -70,6 +70,12 @@ def test_short_flags_mean_what_they_mean_in_ghz() -> None:
     assert o.open_loop
 
 
+def test_e2e_is_a_flag_so_the_host_after_it_stays_the_host() -> None:
+    watch = parse(["--call", SUBMIT, "-d", "{}", "--e2e", "127.0.0.1:8080"])
+    assert (watch.e2e, watch.host) == ("watch", "127.0.0.1:8080")
+    assert parse(["--call", SUBMIT, "-d", "{}", "--e2e-poll", "h:1"]).e2e == "poll"
+
+
 def test_flags_override_the_config_which_overrides_the_defaults(tmp_path: Path) -> None:
     (tmp_path / "data.json").write_text('[{"text": "a"}, {"text": "b"}]')
     config = tmp_path / "ghz.json"
@@ -260,10 +266,12 @@ def test_an_empty_run_reports_nulls_as_ghz_does() -> None:
 
 def test_e2e_section_counts_every_accepted_job() -> None:
     done = Record(1.0, 5_000_000, "OK", "", 0, 40_000_000, "DONE", 3.0, 1.5, 8)
-    lost = Record(1.1, 5_000_000, "OK", "")
+    lost = Record(1.1, 5_000_000, "OK", "", follow_error="TimeoutError: watch")
     built = report.build([done, done, lost], options(e2e="watch", rps=10), total_s=1.0, end_reason="normal")
     e2e = built["batchline"]["e2e"]
     assert (e2e["accepted"], e2e["done"], e2e["unfinished"]) == (3, 2, 1)
+    assert e2e["followErrors"] == {"TimeoutError: watch": 1}
+    assert built["statusCodeDistribution"] == {"OK": 3}  # the calls themselves succeeded
     assert e2e["latencyMs"]["p50"] == pytest.approx(40.0) and e2e["batchSize"]["mean"] == 8
     assert "End to end (watch): 2 DONE of 3 accepted" in report.summary(built)
 
