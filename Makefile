@@ -10,7 +10,7 @@ NODE_BIN := node_modules/.bin
 GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
 PROTOS := $(wildcard proto/batchline/v1/*.proto)
 
-.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env bench bench-full bench-batching clean
+.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env bench bench-full overload soak bench-batching clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -104,11 +104,17 @@ down: ## stop what `make up` started
 env: ## write .env for docker compose from .env.example, with random passwords
 	$(PY) scripts/make_env.py
 
-bench: install ## the load targets, quick (~3 min): docs/benchmarks/load-quick.md
+bench: install ## the load targets, quick (~2 min): docs/benchmarks/load-quick.md
 	$(PY) -m bench.suite
 
-bench-full: install ## the load targets, 30 s runs, medians of 3 (~15 min): docs/benchmarks/load.md
+bench-full: install ## the load targets, 30 s runs, medians of 3 (~12 min): docs/benchmarks/load.md
 	$(PY) -m bench.suite --full
+
+overload: install ## 5x capacity for 60 s, refusals and recovery measured: docs/benchmarks/overload.md
+	$(PY) -m bench.reliability overload
+
+soak: install ## 50% capacity for 10 min, memory and keys sampled: docs/benchmarks/soak.md
+	$(PY) -m bench.reliability soak
 
 bench-batching: install ## the batching engine against the bare model (about 27 min; writes docs/benchmarks/batching.*)
 	$(PY) -m bench.batching

@@ -24,6 +24,7 @@ class Targets:
     stream: str  # host:port of the stream service
     edge: str  # host:port of Envoy: gRPC, REST and grpc-web
     pids: dict[str, list[int]]  # component -> process ids, for CPU accounting
+    key_prefix: str = ""  # the run's Redis key prefix (local stacks)
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -87,6 +88,7 @@ def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True)
         pids[module][-1] = processes[-1].pid
 
     workdir = tempfile.TemporaryDirectory(prefix="batchline-bench-")
+    prefix = f"bench:{run_id}:" if kind == "local" else ""
     try:
         if kind == "embedded":
             port = free_port()
@@ -100,8 +102,8 @@ def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True)
                 "AMQP_URL": base.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
                 "REDIS_URL": base.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
                 "QUEUE_NAME": f"bench.{run_id}.requests",
-                "KEY_PREFIX": f"bench:{run_id}:",
-                "JOB_TTL_S": "600",
+                "KEY_PREFIX": prefix,
+                "JOB_TTL_S": env.get("JOB_TTL_S", "600"),
             }
             spawn("ingress", {**shared, "INGRESS_PORT": str(ports[0])})
             spawn("stream", {**shared, "STREAM_PORT": str(ports[1])})
@@ -117,7 +119,7 @@ def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True)
             pids["rabbitmq"] = service_pids("beam.smp")
             pids["redis"] = service_pids("redis-server")
         if not envoy:
-            yield Targets(ingress, stream, "", pids)
+            yield Targets(ingress, stream, "", pids, prefix)
             return
         envoy_port = free_port()
         topology = edge.Topology(
@@ -130,7 +132,7 @@ def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True)
         processes.append(proxy)
         pids["envoy"] = [proxy.pid]
         edge.wait_ready(f"http://127.0.0.1:{envoy_port}", proxy)
-        yield Targets(ingress, stream, f"127.0.0.1:{envoy_port}", pids)
+        yield Targets(ingress, stream, f"127.0.0.1:{envoy_port}", pids, prefix)
     finally:
         for process in processes:
             if process.poll() is None:

@@ -1,0 +1,38 @@
+"""Overload and a short soak on a fresh local stack, driven by batchline-bench (the same code as
+`python -m bench.reliability`, whose full versions run 60 s and 10 min: docs/benchmarks/)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import reliability
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_five_times_capacity_is_refused_fast_and_nothing_accepted_is_lost() -> None:
+    result = reliability.overload(seconds=8)
+    assert result["accepted"] > 0 and result["refused_resource_exhausted"] > 0  # it was overloaded
+    assert result["other_errors"] == {}  # only OK or RESOURCE_EXHAUSTED, nothing else
+    assert result["refuse_ms"]["p99"] < 250  # refusals are fast (the call deadline is 20 s)
+    # The bound held. A quorum queue applies it as its log commits, so it can stand a message or
+    # two over (2001 of 2000 seen); what matters is that it does not grow.
+    assert result["queue_depth_peak"] <= reliability.QUEUE_BOUND * 1.01
+    assert result["accepted_total"] == result["done_total"]  # lost: 0
+    after = result["after"]
+    assert after["done"] == after["accepted"] > 0  # and it serves normally afterwards
+    for name in ("ingress", "stream", "batcher"):
+        values = [s[f"rss_{name}_mb"] for s in result["samples"]]
+        assert max(values) < 1.5 * values[0], f"{name} memory grew from {values[0]} to {max(values)} MiB"
+
+
+def test_a_short_soak_keeps_memory_and_keys_flat() -> None:
+    result = reliability.soak(seconds=20, ttl_s=5)  # records expire 5 s after their last change
+    e2e = result["e2e"]
+    assert e2e["done"] == e2e["accepted"] > 0 and e2e["unfinished"] == 0
+    for name in ("ingress", "stream", "batcher"):
+        assert reliability.growth(result["samples"], f"rss_{name}_mb") < 1.15, name
+    # Keys plateau at rate x TTL (plus the records still in flight) instead of growing with time.
+    peak_keys = max(s["job_keys"] for s in result["samples"])
+    assert peak_keys <= result["rate_per_s"] * (result["job_ttl_s"] + 3)
+    assert result["seconds"] * result["rate_per_s"] > 2 * peak_keys  # so expiry was seen
