@@ -10,7 +10,7 @@ NODE_BIN := node_modules/.bin
 GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
 PROTOS := $(wildcard proto/batchline/v1/*.proto)
 
-.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env bench bench-full overload soak bench-batching clean
+.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env bench bench-full overload soak bench-scale bench-batching clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -115,6 +115,9 @@ overload: install ## 5x capacity for 60 s, refusals and recovery measured: docs/
 
 soak: install ## 50% capacity for 10 min, memory and keys sampled: docs/benchmarks/soak.md
 	$(PY) -m bench.reliability soak
+
+bench-scale: install ## throughput against 1..6 batchers (~4 min): docs/benchmarks/scale.md
+	$(PY) -m bench.scale
 
 bench-batching: install ## the batching engine against the bare model (about 27 min; writes docs/benchmarks/batching.*)
 	$(PY) -m bench.batching
