@@ -31,6 +31,11 @@ QUEUE_WAIT_SECONDS = Histogram(
     "Per job: accepted by ingress -> its batch started",
     buckets=LATENCY_BUCKETS,
 )
+JOB_SECONDS = Histogram(
+    "batchline_job_seconds",
+    "Per job computed: accepted by ingress -> result stored (what a watcher waits, less fan-out)",
+    buckets=LATENCY_BUCKETS,
+)
 JOBS = Counter(
     "batchline_batcher_jobs",
     "Jobs the batcher finished, by outcome (done, failed, expired, skipped, poison)",

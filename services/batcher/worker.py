@@ -257,6 +257,11 @@ class Batcher:
         self.counters.done += computed
         self.counters.failed += len(runnable) - computed
         self._observe(record, len(runnable), [started - codec.seconds(p.task.accepted_at) for p in runnable])
+        for job in finished:
+            if job.status == codec.DONE:
+                metrics.JOB_SECONDS.observe(
+                    max(0.0, codec.seconds(job.trace.finished_at) - codec.seconds(job.trace.accepted_at))
+                )
         log.info(
             "batch done",
             extra={

@@ -347,6 +347,8 @@ async def test_a_batch_moves_the_batch_metrics(make_pipeline: MakePipeline) -> N
         "waits": sample("batchline_queue_wait_seconds_count"),
         "passes": sample("batchline_inference_seconds_count"),
         "done": sample("batchline_batcher_jobs_total", outcome="done"),
+        "jobs_timed": sample("batchline_job_seconds_count"),
+        "jobs_time": sample("batchline_job_seconds_sum"),
     }
     pipeline = await make_pipeline(batcher=False)
     answers = (
@@ -365,6 +367,8 @@ async def test_a_batch_moves_the_batch_metrics(make_pipeline: MakePipeline) -> N
     assert sample("batchline_queue_wait_seconds_count") - before["waits"] == 6
     assert sample("batchline_inference_seconds_count") - before["passes"] == len(pipeline.model.batch_sizes)
     assert sample("batchline_batcher_jobs_total", outcome="done") - before["done"] == 6
+    assert sample("batchline_job_seconds_count") - before["jobs_timed"] == 6  # end to end, per job
+    assert sample("batchline_job_seconds_sum") - before["jobs_time"] > 0
     real = sample("batchline_real_tokens_total") - before["real"]
     padded = sample("batchline_padded_tokens_total") - before["padded"]
     assert real == 3 * (5 + 4) and padded >= real  # [CLS] a b c [SEP], [CLS] d e [SEP]
