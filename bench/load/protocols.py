@@ -329,7 +329,7 @@ class HttpCaller:
             body = await reply.read()
             if reply.status != 200:
                 return _http_error(reply.status, body)
-            messages, trailers = _frames(body)
+            messages, trailers = grpc_web_frames(body)
             code = int(reply.headers.get("grpc-status", trailers.get("grpc-status", "2")))
             if code != 0:
                 message = reply.headers.get("grpc-message", trailers.get("grpc-message", ""))
@@ -378,7 +378,7 @@ class HttpCaller:
         await self._session.close()
 
 
-def _frames(body: bytes) -> tuple[list[bytes], dict[str, str]]:
+def grpc_web_frames(body: bytes) -> tuple[list[bytes], dict[str, str]]:
     """grpc-web frames: the data messages and the trailers."""
     messages: list[bytes] = []
     trailers: dict[str, str] = {}
@@ -388,7 +388,7 @@ def _frames(body: bytes) -> tuple[list[bytes], dict[str, str]]:
         chunk = body[at + 5 : at + 5 + size]
         at += 5 + size
         if flag & 0x80:
-            for line in chunk.decode().split("\r\n"):
+            for line in chunk.decode(errors="replace").split("\r\n"):
                 key, _, value = line.partition(":")
                 if key:
                     trailers[key.strip().lower()] = value.strip()

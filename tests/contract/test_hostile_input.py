@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchline.v1 import inference_pb2, inference_pb2_grpc
+from bench.load.protocols import grpc_web_frames
 from ingress.validation import text_violation
 from tests.contract.conftest import StartEdge
 from tests.integration.test_pipeline import job_keys
@@ -222,7 +223,9 @@ async def test_malformed_protobuf_and_grpc_web_frames_are_invalid_argument(start
                     headers={"content-type": "application/grpc-web+proto", "x-grpc-web": "1"},
                 )
                 assert reply.status_code < 500, reply.status_code
-                status = reply.headers.get("grpc-status") or _trailer_status(reply.content)
+                status = reply.headers.get("grpc-status") or grpc_web_frames(reply.content)[1].get(
+                    "grpc-status"
+                )
                 assert status in ("0", "3"), (payload, status, reply.content[:100])
 
             protobuf()
@@ -234,16 +237,3 @@ async def test_malformed_protobuf_and_grpc_web_frames_are_invalid_argument(start
                 assert empty.headers.get("grpc-status") == "3", (path, empty.status_code, empty.headers)
 
     await asyncio.to_thread(properties)
-
-
-def _trailer_status(body: bytes) -> str | None:
-    at = 0
-    while at + 5 <= len(body):
-        flag, size = body[at], struct.unpack(">I", body[at + 1 : at + 5])[0]
-        chunk = body[at + 5 : at + 5 + size]
-        at += 5 + size
-        if flag & 0x80:
-            for line in chunk.decode(errors="replace").split("\r\n"):
-                if line.lower().startswith("grpc-status:"):
-                    return line.split(":", 1)[1].strip()
-    return None

@@ -14,7 +14,7 @@ import pytest
 from bench.load import report, schedule
 from bench.load.calldata import CallData, CallInfo
 from bench.load.options import OptionError, Options, parse, parse_duration
-from bench.load.protocols import GO_NAMES, HttpRule, _frames, _http_error, load_method
+from bench.load.protocols import GO_NAMES, HttpRule, _http_error, grpc_web_frames, load_method
 from bench.load.report import Record
 from tests.conftest import ROOT
 
@@ -324,7 +324,7 @@ def test_status_names_are_grpc_gos() -> None:
 def test_grpc_web_frames_and_http_errors() -> None:
     trailer = b"grpc-status:0\r\ngrpc-message:\r\n"
     body = b"\x00" + struct.pack(">I", 2) + b"hi" + b"\x80" + struct.pack(">I", len(trailer)) + trailer
-    assert _frames(body) == ([b"hi"], {"grpc-status": "0", "grpc-message": ""})
+    assert grpc_web_frames(body) == ([b"hi"], {"grpc-status": "0", "grpc-message": ""})
     assert _http_error(429, b'{"code": 8, "message": "queue full"}').status == "ResourceExhausted"
     unmapped = _http_error(502, b"<html>bad gateway</html>")
     assert unmapped.status == "Unavailable" and "HTTP 502" in unmapped.message
