@@ -116,7 +116,7 @@ overload: install ## 5x capacity for 60 s, refusals and recovery measured: docs/
 soak: install ## 50% capacity for 10 min, memory and keys sampled: docs/benchmarks/soak.md
 	$(PY) -m bench.reliability soak
 
-bench-scale: install ## throughput against 1..6 batchers (~4 min): docs/benchmarks/scale.md
+bench-scale: install ## throughput against 1..6 batchers (~2 min): docs/benchmarks/scale.md
 	$(PY) -m bench.scale
 
 bench-batching: install ## the batching engine against the bare model (about 27 min; writes docs/benchmarks/batching.*)
