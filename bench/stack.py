@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -53,9 +54,24 @@ def service_pids(name: str) -> list[int]:
 
 
 def free_port() -> int:
+    """A port nothing listens on now. Chosen below Linux's ephemeral range (32768 upward), not
+    by binding port 0: an ephemeral port can be taken by some outgoing connection between this
+    check and the server's own bind, and then the server fails to start."""
+    for _ in range(200):
+        port = random.randint(10_000, 32_000)
+        if all(bindable(port, host) for host in ("127.0.0.1", "0.0.0.0")):
+            return port
+    raise RuntimeError("no free port between 10000 and 32000")
+
+
+def bindable(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether `port` on `host` could be bound now."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 @contextmanager

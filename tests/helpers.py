@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -14,23 +13,8 @@ from batcher.model import BatchOutput, Encoded
 from batcher.simulated import SimulatedModel
 from batchline import codec
 from batchline.redis_store import RedisJobStore
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def bindable(port: int) -> bool:
-    """Whether `port` on 127.0.0.1 could be bound now."""
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+from bench.stack import bindable as bindable  # the tests pick ports as the benchmarks do
+from bench.stack import free_port as free_port
 
 
 async def wait_for(
