@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import threading
@@ -66,7 +67,7 @@ class Sampler:
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._redis = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+        self._redis = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
 
     def __enter__(self) -> Sampler:
         self._thread.start()

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from types import TracebackType
 
 
@@ -60,9 +61,9 @@ class TcpProxy:
     def restore(self) -> None:
         self._open = True
 
-    def _call(self, function: object) -> None:
+    def _call(self, function: Callable[[], None]) -> None:
         async def run() -> None:
-            function()  # type: ignore[operator]
+            function()
 
         asyncio.run_coroutine_threadsafe(run(), self._loop).result(5)
 

@@ -48,15 +48,20 @@ def go_time(unix: float, seconds_only: bool = False) -> str:
     return text + ("Z" if offset == "+0000" else f"{offset[:3]}:{offset[3:]}")
 
 
+def nearest_rank(ordered: list[float], percentage: float) -> float:
+    """ghz's percentile of sorted values: the nearest rank, 0-based."""
+    position = percentage / 100 * len(ordered)
+    index = int(position)
+    if position == index:
+        index -= 1
+    return ordered[max(index, 0)]
+
+
 def latency_distribution(ordered: list[float]) -> list[dict[str, int]]:
-    """ghz's percentiles over sorted latencies in seconds (nearest rank, 0-based)."""
+    """ghz's percentiles over sorted latencies in seconds."""
     out = []
     for percentage in PERCENTAGES:
-        position = percentage / 100 * len(ordered)
-        index = int(position)
-        if position == index:
-            index -= 1
-        value = ordered[max(index, 0)]
+        value = nearest_rank(ordered, percentage)
         out.append(
             {"percentage": percentage, "latency": int(value * 1e9)}
             if value > 0
@@ -137,7 +142,7 @@ def _spread(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
     ordered = sorted(values)
-    picked = {f"p{p}": ordered[max(int(p / 100 * len(ordered) - 1e-9), 0)] for p in (50, 90, 99)}
+    picked = {f"p{p}": nearest_rank(ordered, p) for p in (50, 90, 99)}
     return {"mean": statistics.fmean(ordered), **picked, "max": ordered[-1]}
 
 

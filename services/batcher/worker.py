@@ -256,12 +256,7 @@ class Batcher:
         self.counters.batches += 1
         self.counters.done += computed
         self.counters.failed += len(runnable) - computed
-        self._observe(record, len(runnable), [started - codec.seconds(p.task.accepted_at) for p in runnable])
-        for job in finished:
-            if job.status == codec.DONE:
-                metrics.JOB_SECONDS.observe(
-                    max(0.0, codec.seconds(job.trace.finished_at) - codec.seconds(job.trace.accepted_at))
-                )
+        self._observe(record, finished, [started - codec.seconds(p.task.accepted_at) for p in runnable])
         log.info(
             "batch done",
             extra={
@@ -290,7 +285,8 @@ class Batcher:
         metrics.JOBS.labels("expired").inc(len(expired))
 
     @staticmethod
-    def _observe(record: BatchRecord, size: int, waits_s: list[float]) -> None:
+    def _observe(record: BatchRecord, finished: list[job_pb2.Job], waits_s: list[float]) -> None:
+        size = len(finished)
         metrics.BATCHES.labels(record.close_reason.removeprefix("BATCH_CLOSE_REASON_").lower()).inc()
         metrics.BATCH_SIZE.observe(size)
         metrics.BATCH_PADDED_TOKENS.observe(record.padded_tokens)
@@ -301,6 +297,12 @@ class Batcher:
             metrics.QUEUE_WAIT_SECONDS.observe(max(0.0, wait))
         metrics.JOBS.labels("done").inc(record.size)
         metrics.JOBS.labels("failed").inc(size - record.size)
+        for job in finished:
+            if job.status == codec.DONE:
+                trace = job.trace
+                metrics.JOB_SECONDS.observe(
+                    max(0.0, codec.seconds(trace.finished_at) - codec.seconds(trace.accepted_at))
+                )
 
     async def _admit(self, batch: list[Pending]) -> list[Pending]:
         """Drop what must not run: finished (a redelivery), cancelled, unknown, or past its deadline."""

@@ -101,6 +101,7 @@ class _Record:
     status: int
     data: bytes
     expires_at: float
+    published: bool = False  # its task is in the queue (see JobStore.mark_published)
 
 
 @dataclass
@@ -111,7 +112,6 @@ class MemoryJobStore:
     _records: dict[str, _Record] = field(default_factory=dict)
     _idempotency: dict[str, tuple[str, float]] = field(default_factory=dict)
     _subscribers: set[asyncio.Queue[Job]] = field(default_factory=set)
-    _published: set[str] = field(default_factory=set)
     _stats: StatsSnapshot = field(default_factory=StatsSnapshot)
     _writes_since_sweep: int = 0
 
@@ -142,10 +142,13 @@ class MemoryJobStore:
             del self._idempotency[idempotency_key]
 
     async def mark_published(self, job_id: str) -> None:
-        self._published.add(job_id)
+        record = self._live(job_id)
+        if record is not None:
+            record.published = True
 
     async def published(self, job_id: str) -> bool:
-        return job_id in self._published and self._live(job_id) is not None
+        record = self._live(job_id)
+        return record is not None and record.published
 
     async def transition(self, job: Job) -> bool:
         current = self._live(job.job_id)

@@ -22,8 +22,8 @@ from batchline.v1 import job_pb2
 log = logging.getLogger(__name__)
 
 # What can go wrong talking to RabbitMQ, short of a nack: all mean "not reachable now".
-# What a lost or closing connection raises; ChannelInvalidStateError (a publish on a channel the
-# robust connection has not reopened yet) is a RuntimeError, not an AMQPError.
+# ChannelInvalidStateError (a publish on a channel the robust connection has not reopened yet)
+# is a RuntimeError, not an AMQPError, so it is named.
 BROKER_ERRORS = (
     aiormq.exceptions.AMQPError,
     aiormq.exceptions.ChannelInvalidStateError,

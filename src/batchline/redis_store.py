@@ -50,6 +50,13 @@ return 1
 
 # Remove a record and the idempotency key that points to it.
 # KEYS: job, idempotency key. ARGV: job id.
+# Mark a job's task published: a field of the job's own hash, so it expires with the record;
+# never on a record that is gone (HSET alone would create a hash with no TTL). KEYS: job.
+MARK_PUBLISHED_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'p', 1) end
+return 1
+"""
+
 DISCARD_LUA = """
 redis.call('DEL', KEYS[1])
 if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
@@ -80,6 +87,7 @@ class RedisJobStore:
         self._create = self._redis.register_script(CREATE_LUA)
         self._transition = self._redis.register_script(TRANSITION_LUA)
         self._discard = self._redis.register_script(DISCARD_LUA)
+        self._mark_published = self._redis.register_script(MARK_PUBLISHED_LUA)
 
     def job_key(self, job_id: str) -> str:
         return self._prefix + names.JOB_KEY + job_id
@@ -134,8 +142,8 @@ class RedisJobStore:
             raise Unavailable("Redis is unreachable") from exc
 
     async def mark_published(self, job_id: str) -> None:
-        try:  # a field of the job's own hash: it expires with the record
-            await self._redis.hset(self.job_key(job_id), "p", 1)
+        try:
+            await self._mark_published(keys=[self.job_key(job_id)])
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
 

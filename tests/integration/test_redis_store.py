@@ -127,3 +127,12 @@ async def test_a_burst_past_the_pool_waits_for_connections_instead_of_failing(
     stored = await asyncio.gather(*(small.get(j.job_id) for j in jobs[::50]))
     assert all(record is not None and record.status == codec.QUEUED for record in stored)
     await small.close()
+
+
+async def test_published_is_a_mark_on_the_record_and_never_creates_one(store: RedisJobStore) -> None:
+    await store.create(job("pub-1", codec.QUEUED))
+    assert not await store.published("pub-1")
+    await store.mark_published("pub-1")
+    assert await store.published("pub-1")
+    await store.mark_published("gone")  # a record that is not there stays not there
+    assert await store.get("gone") is None and not await store.published("gone")
