@@ -10,7 +10,7 @@ NODE_BIN := node_modules/.bin
 GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
 PROTOS := $(wildcard proto/batchline/v1/*.proto)
 
-.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env bench bench-full overload soak bench-scale bench-batching clean
+.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env tls-config bench bench-full overload soak bench-scale bench-batching clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -60,7 +60,7 @@ lint: install ## ruff lint + format check, buf lint, Envoy config, compose file,
 	$(BIN)/ruff format --check .
 	$(NODE_BIN)/buf lint
 	$(BIN)/envoy --mode validate -c envoy/envoy.yaml --log-level warn
-	$(BIN)/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
+	$(BIN)/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml docker-compose.tls.yml
 	$(BIN)/hadolint docker/*.Dockerfile
 
 format: install ## apply ruff fixes and formatting
@@ -103,6 +103,9 @@ down: ## stop what `make up` started
 
 env: ## write .env for docker compose from .env.example, with random passwords
 	$(PY) scripts/make_env.py
+
+tls-config: install ## envoy/envoy.tls.yaml for docker-compose.tls.yml (certificates from TLS_DIR)
+	$(PY) -m batchline.edge tls /etc/envoy/tls/tls.crt /etc/envoy/tls/tls.key > envoy/envoy.tls.yaml
 
 bench: install ## the load targets, quick (~2 min): docs/benchmarks/load-quick.md
 	$(PY) -m bench.suite

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -92,31 +93,50 @@ def port_free(port: int) -> bool:
     return True
 
 
+def tls_files(env: dict[str, str]) -> edge.Tls | None:
+    """TLS_CERT_FILE and TLS_KEY_FILE (PEM) put TLS on Envoy's listener; neither: plain."""
+    cert, key = env.get("TLS_CERT_FILE", ""), env.get("TLS_KEY_FILE", "")
+    if bool(cert) != bool(key):
+        fail("set both TLS_CERT_FILE and TLS_KEY_FILE, or neither")
+    for path in (cert, key):
+        if path and not Path(path).is_file():
+            fail(f"{path} (TLS) is not a file")
+    return edge.Tls(str(Path(cert).resolve()), str(Path(key).resolve())) if cert else None
+
+
+def edge_url(env: dict[str, str]) -> str:
+    scheme = "https" if env.get("TLS_CERT_FILE") else "http"
+    return f"{scheme}://127.0.0.1:{env['ENVOY_PORT']}"
+
+
 def envoy_process(env: dict[str, str], ingress: int, stream: int) -> Process:
     port, admin = int(env["ENVOY_PORT"]), int(env["ENVOY_ADMIN_PORT"])
     config = RUN_DIR / "envoy.yaml"
+    tls = tls_files(env)
     topology = edge.Topology(
         port=port,
         admin_port=admin,
         ingress=("127.0.0.1", ingress),
         stream=("127.0.0.1", stream),
         ui_port=int(env["WEB_PORT"]),
+        tls=tls,
     )
     edge.write_config(topology, config)
-    url = f"http://127.0.0.1:{port}"
+    # Readiness is asked of our own listener on 127.0.0.1: the certificate may name another host.
+    probe = ssl._create_unverified_context() if tls else None
     return Process(
         "envoy",
         edge.command(config, RUN_DIR),
         port,
         "ENVOY_PORT",
-        ready=lambda: edge.http_status(f"{url}/readyz") == 200,
+        ready=lambda: edge.http_status(f"{edge_url(env)}/readyz", tls=probe) == 200,
     )
 
 
 def web_process(env: dict[str, str]) -> Process:
     """The chat UI (clients/web/dist, built by `make web`), told where Envoy is."""
     port = int(env["WEB_PORT"])
-    api = f"http://127.0.0.1:{env['ENVOY_PORT']}"
+    api = edge_url(env)
     argv = [sys.executable, "-m", "batchline.webui", "--port", str(port), "--api", api]
     return Process(
         "web", argv, port, "WEB_PORT", ready=lambda: edge.http_status(f"http://127.0.0.1:{port}/") == 200
@@ -203,12 +223,12 @@ def stop(processes: list[Process]) -> None:
 
 
 def banner(env: dict[str, str], mode: str) -> str:
-    envoy = f"127.0.0.1:{env['ENVOY_PORT']}"
+    envoy, url = f"127.0.0.1:{env['ENVOY_PORT']}", edge_url(env)
     return (
         f"\nBatchline is ready ({mode}).\n"
         f"  chat UI                http://localhost:{env['WEB_PORT']}\n"
-        f"  REST, grpc-web, gRPC   http://{envoy}   (Envoy; health /healthz, readiness /readyz)\n"
-        f'  try   curl -s -X POST http://{envoy}/v1/infer -d \'{{"text": "I loved it"}}\'\n'
+        f"  REST, grpc-web, gRPC   {url}   (Envoy; health /healthz, readiness /readyz)\n"
+        f'  try   curl -s -X POST {url}/v1/infer -d \'{{"text": "I loved it"}}\'\n'
         f'        .venv/bin/batchline --target {envoy} submit --watch "I loved it"\n'
         f"  Envoy admin   http://127.0.0.1:{env['ENVOY_ADMIN_PORT']}   logs in {RUN_DIR}\n"
     )

@@ -52,7 +52,10 @@ async def serve(
     serve_metrics(metrics_port)
 
     server = GrpcServer(
-        ["batchline.v1.InferenceService", "batchline.v1.JobStreamService"], host=host, port=port
+        ["batchline.v1.InferenceService", "batchline.v1.JobStreamService"],
+        host=host,
+        port=port,
+        keys=ingress_settings.keys,
     )
     inference = InferenceServicer(ingress_settings, store, broker)
     streaming = JobStreamServicer(store, fanout, stream_settings.heartbeat_s)

@@ -29,7 +29,9 @@ async def serve(
     """Connect, serve until `stop` is set, drain, close."""
     store = RedisJobStore(settings.store)
     broker = await RabbitBroker.connect(settings.broker, name="batchline-ingress")
-    server = GrpcServer([SERVICE_NAME], host=settings.host, port=settings.port, describe=DESCRIBED)
+    server = GrpcServer(
+        [SERVICE_NAME], host=settings.host, port=settings.port, describe=DESCRIBED, keys=settings.keys
+    )
     servicer = InferenceServicer(settings, store, broker)
     server.add(lambda s: inference_pb2_grpc.add_InferenceServiceServicer_to_server(servicer, s))
     await server.start()

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import grpc
 from google.rpc import code_pb2
 
-from batchline import codec
+from batchline import access, codec
 from batchline.broker import Broker
 from batchline.errors import BatchlineError, NotFound, QueueFull, Unavailable
 from batchline.store import JobStore
@@ -46,7 +46,9 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
 
     def _task(self, text: str, options: job_pb2.SubmitOptions) -> job_pb2.InferenceTask:
         now = time.time()
-        task = job_pb2.InferenceTask(job_id=codec.new_job_id(), text=text, priority=options.priority)
+        task = job_pb2.InferenceTask(
+            job_id=codec.new_job_id(), text=text, priority=options.priority, owner=access.owner()
+        )
         task.accepted_at.CopyFrom(codec.ts_from_seconds(now))
         if options.HasField("timeout"):
             task.deadline.CopyFrom(codec.ts_from_seconds(now + options.timeout.ToNanoseconds() / 1e9))
@@ -64,9 +66,10 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         text = validation.clean_text(request.text, "text", self._settings.max_text_chars)
         validation.check_options(request.options)
         validation.check_idempotency_key(request.idempotency_key)
+        idempotency_key = access.scoped(request.idempotency_key)
         with self._permit():
             task = self._task(text, request.options)
-            job, created = await self._store.create(codec.queued_job(task), request.idempotency_key)
+            job, created = await self._store.create(codec.queued_job(task), idempotency_key)
             if not created:
                 log.debug("deduplicated submit", extra={"job_id": job.job_id})
                 outcome.name = "deduplicated"
@@ -75,9 +78,9 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
                 return _answer(job, deduplicated=True)
             [error] = await self._broker.publish([task])
             if error is not None:
-                await self._forget([task.job_id], request.idempotency_key)
+                await self._forget([task.job_id], idempotency_key)
                 raise error
-            if request.idempotency_key:  # only a retry with the key can find this job again
+            if idempotency_key:  # only a retry with the key can find this job again
                 await self._store.mark_published(task.job_id)
             log.debug("job accepted", extra={"job_id": job.job_id})
             return _answer(job)
@@ -99,7 +102,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         storing a job and publishing it left a record no batcher would ever see. A second copy of
         a task that was published costs a little work and changes nothing: a batcher acks a
         finished job without computing it, and a result is written and announced once."""
-        task = job_pb2.InferenceTask(job_id=job.job_id, text=text, priority=job.priority)
+        task = job_pb2.InferenceTask(job_id=job.job_id, text=text, priority=job.priority, owner=job.owner)
         task.accepted_at.CopyFrom(job.trace.accepted_at)
         if job.HasField("deadline"):
             task.deadline.CopyFrom(job.deadline)
@@ -215,7 +218,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     async def _existing(self, job_id: str) -> job_pb2.Job:
         codec.check_job_id(job_id)
         job = await self._store.get(job_id)
-        if job is None:
+        if job is None or not access.may_see(job):  # another owner's job reads as no job at all
             raise NotFound(f"job {job_id} does not exist or has expired")
         return job
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from batchline import names
+from batchline.access import KeyRing
 from batchline.settings import BrokerSettings, StoreSettings, env_float, env_int, env_str
 
 
@@ -27,6 +28,8 @@ class IngressSettings:
     shutdown_grace_s: float = 10.0
     # Prometheus /metrics port (0 = do not serve metrics).
     metrics_port: int = 0
+    # API_KEYS / API_KEYS_FILE: when set, every call needs one of these keys (batchline.access).
+    keys: KeyRing | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> IngressSettings:
@@ -39,5 +42,6 @@ class IngressSettings:
             max_text_chars=env_int(env, "MAX_TEXT_CHARS", 2000, minimum=1),
             max_batch_items=env_int(env, "MAX_BATCH_ITEMS", 256, minimum=1),
             shutdown_grace_s=env_float(env, "SHUTDOWN_GRACE_S", 10.0, minimum=0),
+            keys=KeyRing.from_env(env),
             metrics_port=env_int(env, "METRICS_PORT", 9101, minimum=0),
         )

@@ -25,7 +25,7 @@ async def serve(
     """Subscribe once, serve watchers until `stop`, drain."""
     store = RedisJobStore(settings.store)
     fanout = Fanout(store, settings.watcher_buffer, settings.max_watchers)
-    server = GrpcServer([SERVICE_NAME], host=settings.host, port=settings.port)
+    server = GrpcServer([SERVICE_NAME], host=settings.host, port=settings.port, keys=settings.keys)
     servicer = JobStreamServicer(store, fanout, settings.heartbeat_s)
     server.add(lambda s: stream_pb2_grpc.add_JobStreamServiceServicer_to_server(servicer, s))
     await server.start()

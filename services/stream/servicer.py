@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from batchline import codec
+from batchline import access, codec
 from batchline.errors import NotFound, TooSlow
 from batchline.store import JobStore
 from batchline.v1 import stream_pb2, stream_pb2_grpc
@@ -26,7 +26,7 @@ class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
         codec.check_job_id(request.job_id)
         with self._fanout.watch(request.job_id) as watcher:
             job = await self._store.get(request.job_id)
-            if job is None:
+            if job is None or not access.may_see(job):  # another owner's job reads as no job at all
                 raise NotFound(f"job {request.job_id} does not exist or has expired")
             yield stream_pb2.WatchJobResponse(job=job)
             seen = codec.rank(job.status)

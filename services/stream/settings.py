@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from batchline import names
+from batchline.access import KeyRing
 from batchline.settings import StoreSettings, env_float, env_int, env_str
 
 
@@ -25,6 +26,8 @@ class StreamSettings:
     shutdown_grace_s: float = 5.0
     # Prometheus /metrics port (0 = do not serve metrics).
     metrics_port: int = 0
+    # API_KEYS / API_KEYS_FILE: when set, every call needs one of these keys (batchline.access).
+    keys: KeyRing | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> StreamSettings:
@@ -36,5 +39,6 @@ class StreamSettings:
             heartbeat_s=env_float(env, "HEARTBEAT_S", 10.0, minimum=0.05),
             max_watchers=env_int(env, "MAX_WATCHERS", 10_000, minimum=1),
             shutdown_grace_s=env_float(env, "SHUTDOWN_GRACE_S", 5.0, minimum=0),
+            keys=KeyRing.from_env(env),
             metrics_port=env_int(env, "METRICS_PORT", 9103, minimum=0),
         )

@@ -79,6 +79,7 @@ def queued_job(task: job_pb2.InferenceTask) -> Job:
         status=QUEUED,
         priority=task.priority,
         text_chars=len(task.text),
+        owner=task.owner,
     )
     job.trace.accepted_at.CopyFrom(task.accepted_at)
     if task.HasField("deadline"):

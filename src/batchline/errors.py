@@ -82,6 +82,12 @@ class QueueFull(BatchlineError):
         return (("retry-after", str(max(1, math.ceil(self.retry_after_s)))),)
 
 
+class Unauthenticated(BatchlineError):
+    """API keys are on and the call carries no valid one."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
 class Unavailable(BatchlineError):
     """A dependency (RabbitMQ, Redis) cannot be reached right now."""
 
@@ -115,8 +121,20 @@ class _Status(grpc.Status):
 INTERNAL_STATUS = rpc_status.to_status(status_pb2.Status(code=code_pb2.INTERNAL, message="internal error"))
 
 
+# Called first on every call with its method and metadata: raises to refuse it (access checks).
+Guard = Callable[[str, Sequence[tuple[str, str | bytes]]], None]
+
+
+def _open(method: str, metadata: Sequence[tuple[str, str | bytes]]) -> None:
+    return None
+
+
 class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
-    """The one boundary: BatchlineError -> its status; anything else is logged -> INTERNAL."""
+    """The one boundary: the guard admits the call, BatchlineError -> its status, anything else
+    is logged -> INTERNAL."""
+
+    def __init__(self, guard: Guard = _open) -> None:
+        self._guard = guard
 
     async def intercept_service(
         self,
@@ -130,13 +148,13 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         deserializer = _tolerant(handler.request_deserializer)
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                _wrap_unary(handler.unary_unary, method),
+                _wrap_unary(handler.unary_unary, method, self._guard),
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                _wrap_stream(handler.unary_stream, method),
+                _wrap_stream(handler.unary_stream, method, self._guard),
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -177,9 +195,10 @@ async def _abort(context: Any, exc: Exception, method: str) -> None:
     await context.abort_with_status(INTERNAL_STATUS)
 
 
-def _wrap_unary(behaviour: Any, method: str) -> Any:
+def _wrap_unary(behaviour: Any, method: str, guard: Guard) -> Any:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
+            guard(method, tuple(context.invocation_metadata() or ()))
             if bad := _undecodable(request):
                 raise bad
             return await behaviour(request, context)
@@ -191,9 +210,10 @@ def _wrap_unary(behaviour: Any, method: str) -> Any:
     return wrapped
 
 
-def _wrap_stream(behaviour: Any, method: str) -> Any:
+def _wrap_stream(behaviour: Any, method: str, guard: Guard) -> Any:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         try:
+            guard(method, tuple(context.invocation_metadata() or ()))
             if bad := _undecodable(request):
                 raise bad
             async for response in behaviour(request, context):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -16,6 +17,7 @@ from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
 from grpc_reflection.v1alpha import reflection
 
+from batchline import access
 from batchline.errors import ErrorInterceptor
 from batchline.settings import SettingsError
 
@@ -46,10 +48,12 @@ class GrpcServer:
         host: str = "0.0.0.0",
         port: int = 0,
         describe: Iterable[str] = (),
+        keys: access.KeyRing | None = None,
     ) -> None:
-        """Serve `service_names` (health reports each); reflection lists them plus `describe`."""
+        """Serve `service_names` (health reports each); reflection lists them plus `describe`.
+        With `keys`, every call of a batchline service must present one of them."""
         self.server = aio.server(
-            interceptors=[ErrorInterceptor()],
+            interceptors=[ErrorInterceptor(functools.partial(access.admit, keys))],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -39,6 +39,17 @@ class ConsoleFormatter(logging.Formatter):
         return line
 
 
+# Libraries whose debug lines would flood the log, and would print message bodies (texts).
+LIBRARIES = ("aio_pika", "aiormq", "grpc")
+
+
+def quiet_libraries() -> None:
+    """Warnings and worse only from LIBRARIES, whatever LOG_LEVEL says: aiormq's debug lines
+    print every AMQP frame, and a frame holds a submitted text."""
+    for name in LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def configure(service: str, level: str | None = None, fmt: str | None = None) -> None:
     """Set up the root logger once, from LOG_LEVEL and LOG_FORMAT (json|console)."""
     fmt = fmt or os.environ.get("LOG_FORMAT") or ("console" if sys.stderr.isatty() else "json")
@@ -47,6 +58,5 @@ def configure(service: str, level: str | None = None, fmt: str | None = None) ->
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel((level or os.environ.get("LOG_LEVEL") or "INFO").upper())
-    for noisy in ("aio_pika", "aiormq", "grpc"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_libraries()
     logging.getLogger(service).debug("logging configured (%s)", fmt)

@@ -10,7 +10,7 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, RedisError
 
 from batchline import codec, names
 from batchline.codec import Job
@@ -98,6 +98,11 @@ class RedisJobStore:
     async def ping(self) -> None:
         try:
             await self._redis.ping()
+        except AuthenticationError as exc:
+            where = redact_url(self._settings.redis_url)
+            raise Unavailable(
+                f"Redis at {where} refused the password in REDIS_URL (missing or wrong)"
+            ) from exc
         except RedisError as exc:
             raise Unavailable(f"Redis at {redact_url(self._settings.redis_url)} is unreachable") from exc
 

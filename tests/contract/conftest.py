@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -77,7 +78,13 @@ async def start_edge(make_pipeline: MakePipeline, tmp_path: Path) -> AsyncIterat
     clients: list[httpx.AsyncClient] = []
     channels: list[grpc.aio.Channel] = []
 
-    async def start(*, stream_port: int | None = None, **pipeline_args: Any) -> Edge:
+    async def start(
+        *,
+        stream_port: int | None = None,
+        key_rate: edge.KeyRate | None = None,
+        tls: edge.Tls | None = None,
+        **pipeline_args: Any,
+    ) -> Edge:
         pipeline = await make_pipeline(**pipeline_args)
         port = free_port()
         topology = edge.Topology(
@@ -85,22 +92,29 @@ async def start_edge(make_pipeline: MakePipeline, tmp_path: Path) -> AsyncIterat
             admin_port=0,
             ingress=("127.0.0.1", pipeline.ports["ingress"]),
             stream=("127.0.0.1", stream_port or pipeline.ports["stream"]),
+            key_rate=key_rate,
+            tls=tls,
         )
         workdir = tmp_path / f"envoy-{port}"
         workdir.mkdir()
         log = (workdir / "envoy.log").open("w")
         process = edge.start(topology, workdir, log)
         processes.append(process)
-        url = f"http://127.0.0.1:{port}"
+        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        trust = ssl.create_default_context(cafile=tls.cert) if tls else None
         if stream_port is None:
             try:
-                await asyncio.to_thread(edge.wait_ready, url, process, 30.0)
+                await asyncio.to_thread(edge.wait_ready, url, process, 30.0, trust)
             except RuntimeError as exc:
                 raise RuntimeError(f"{exc}; envoy upstreams: {_health_flags(workdir)}") from exc
         else:  # a deliberately broken topology: wait for Envoy itself only
             await asyncio.to_thread(_wait_alive, url, process)
-        http = httpx.AsyncClient(base_url=url, timeout=20)
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        http = httpx.AsyncClient(base_url=url, timeout=20, verify=trust or True)
+        if tls:
+            root = grpc.ssl_channel_credentials(await asyncio.to_thread(Path(tls.cert).read_bytes))
+            channel = grpc.aio.secure_channel(f"127.0.0.1:{port}", root)
+        else:
+            channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
         clients.append(http)
         channels.append(channel)
         return Edge(url, f"127.0.0.1:{port}", http, channel, pipeline)

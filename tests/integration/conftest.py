@@ -15,6 +15,7 @@ import batcher.__main__ as batcher_main
 import ingress.__main__ as ingress_main
 import stream.__main__ as stream_main
 from batcher.settings import BatcherSettings
+from batchline.access import KeyRing
 from batchline.redis_store import RedisJobStore
 from batchline.settings import BrokerSettings, StoreSettings
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2, stream_pb2, stream_pb2_grpc
@@ -81,6 +82,7 @@ async def make_pipeline(
         broker: dict[str, Any] | None = None,
         batch: dict[str, Any] | None = None,
         store: StoreSettings | None = None,
+        keys: KeyRing | None = None,
     ) -> Pipeline:
         bsettings = replace(broker_settings, **(broker or {}))
         ssettings = store or store_settings
@@ -88,14 +90,14 @@ async def make_pipeline(
         tasks = [
             asyncio.create_task(
                 ingress_main.serve(
-                    IngressSettings(host="127.0.0.1", port=0, broker=bsettings, store=ssettings),
+                    IngressSettings(host="127.0.0.1", port=0, broker=bsettings, store=ssettings, keys=keys),
                     stop,
                     on_ready=lambda p: ports.__setitem__("ingress", p),
                 )
             ),
             asyncio.create_task(
                 stream_main.serve(
-                    StreamSettings(host="127.0.0.1", port=0, store=ssettings, heartbeat_s=0.5),
+                    StreamSettings(host="127.0.0.1", port=0, store=ssettings, heartbeat_s=0.5, keys=keys),
                     stop,
                     on_ready=lambda p: ports.__setitem__("stream", p),
                 )

@@ -131,8 +131,21 @@ def test_make_up_and_compose_agree_on_ports_and_modules() -> None:
 
 def test_every_compose_setting_is_read_by_a_service() -> None:
     sources = "".join(p.read_text() for p in (ROOT / "services").rglob("settings.py"))
-    sources += "".join((ROOT / "src" / "batchline" / f).read_text() for f in ("settings.py", "logs.py"))
+    sources += "".join(
+        (ROOT / "src" / "batchline" / f).read_text() for f in ("settings.py", "logs.py", "access.py")
+    )
     services = compose()["services"]
     for name in ("ingress", "stream", "batcher"):
         for variable in services[name]["environment"]:
             assert f'"{variable}"' in sources, f"{name} sets {variable}, which no settings.py reads"
+
+
+def test_the_tls_override_runs_what_make_tls_config_writes() -> None:
+    override = yaml.safe_load((ROOT / "docker-compose.tls.yml").read_text())["services"]["envoy"]
+    recipe = (ROOT / "Makefile").read_text().split("\ntls-config:")[1].split("\n\n")[0]
+    # Compose mounts ./envoy at /etc/envoy: the rendered file is the one the command runs.
+    assert "> envoy/envoy.tls.yaml" in recipe and override["command"][-1] == "/etc/envoy/envoy.tls.yaml"
+    [mount] = override["volumes"]
+    folder = mount.rsplit(":", 2)[1]  # ${TLS_DIR:?...}:/etc/envoy/tls:ro
+    assert f"{folder}/tls.crt" in recipe and f"{folder}/tls.key" in recipe
+    assert "TLS_DIR" in (ROOT / ".env.example").read_text()

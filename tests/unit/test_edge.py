@@ -81,11 +81,53 @@ def test_filters_run_in_the_documented_order() -> None:
         "healthz",
         "readyz",
         "envoy.filters.http.cors",
+        edge.RATE_LIMIT,
         "envoy.filters.http.buffer",
         "envoy.filters.http.grpc_web",
         edge.TRANSCODER,
         "envoy.filters.http.router",
     ]
+
+
+def test_key_rate_and_tls_change_only_their_own_settings(tmp_path: Path) -> None:
+    tls = edge.Tls("/certs/tls.crt", "/certs/tls.key")
+    topology = edge.Topology(**{**vars(TOPOLOGY), "key_rate": edge.KeyRate(per_s=3, burst=7), "tls": tls})
+    rendered = edge.render(topology)
+    [listener] = rendered["static_resources"]["listeners"]
+    chain = listener["filter_chains"][0]
+    context = chain.pop("transport_socket")["typed_config"]["common_tls_context"]
+    assert context["alpn_protocols"] == ["h2", "http/1.1"]  # gRPC needs h2 by ALPN
+    assert context["tls_certificates"] == [
+        {"certificate_chain": {"filename": tls.cert}, "private_key": {"filename": tls.key}}
+    ]
+    [host] = chain["filters"][0]["typed_config"]["route_config"]["virtual_hosts"]
+    [per_key] = host["typed_per_filter_config"][edge.RATE_LIMIT]["descriptors"]
+    assert per_key == {
+        "entries": [{"key": "api_key"}],
+        "token_bucket": {"max_tokens": 7, "tokens_per_fill": 3, "fill_interval": "1s"},
+    }
+    per_key["token_bucket"] = committed_bucket()
+    assert rendered == edge.render(TOPOLOGY)  # nothing else moved
+
+
+def committed_bucket() -> dict[str, Any]:
+    [host] = committed()["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0][
+        "typed_config"
+    ]["route_config"]["virtual_hosts"]
+    [per_key] = host["typed_per_filter_config"][edge.RATE_LIMIT]["descriptors"]
+    return dict(per_key["token_bucket"])
+
+
+def test_rate_limit_keys_on_the_authorization_header_one_bucket_per_value() -> None:
+    [host] = committed()["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0][
+        "typed_config"
+    ]["route_config"]["virtual_hosts"]
+    config = host["typed_per_filter_config"][edge.RATE_LIMIT]
+    [action] = config["rate_limits"][0]["actions"]
+    assert action["request_headers"]["header_name"] == "authorization"
+    assert config["descriptors"][0]["entries"] == [{"key": "api_key"}]  # no value: per distinct key
+    assert config["rate_limited_as_resource_exhausted"] is True  # gRPC clients read 429 as code 8
+    assert committed_bucket()["tokens_per_fill"] < config["token_bucket"]["tokens_per_fill"]
 
 
 def test_transcoder_prints_proto_names_and_zero_values_and_streams_ndjson() -> None:

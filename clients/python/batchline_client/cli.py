@@ -128,6 +128,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="127.0.0.1:8080", help="Envoy, or the ingress or embedded server")
     p.add_argument("--stream-target", default="", help="stream address (default: --target)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="sent as `authorization: Bearer <key>` (default: $BATCHLINE_API_KEY; never printed)",
+    )
+    p.add_argument("--tls", action="store_true", help="TLS with the system's root certificates")
+    p.add_argument("--ca-file", default=None, help="TLS, trusting this CA certificate (PEM)")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("submit", help="submit texts")
     s.add_argument("texts", nargs="+")
@@ -139,7 +146,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def run(args: argparse.Namespace) -> int:
-    client = AsyncClient(args.target, stream_target=args.stream_target or None, timeout_s=30)
+    client = AsyncClient(
+        args.target,
+        stream_target=args.stream_target or None,
+        timeout_s=30,
+        api_key=args.api_key,
+        tls=args.tls,
+        ca_file=args.ca_file,
+    )
     commands = {"submit": submit, "get": get, "watch": watch, "cancel": cancel, "stats": stats}
     try:
         return await commands[args.command](client, args)

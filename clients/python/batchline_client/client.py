@@ -6,14 +6,19 @@
         print(job.result.label, job.trace.batch_size)
 
 One target serves both services by default (Envoy routes them); pass `stream_target` to talk
-to ingress and stream directly. A full queue (RESOURCE_EXHAUSTED) is retried after the delay
-the server gives, within `retry_budget_s`; every call carries a deadline; failures raise
-`RpcError` with the gRPC code, the message and the decoded `google.rpc` details.
+to ingress and stream directly. `api_key` (default: the BATCHLINE_API_KEY environment variable)
+is sent as `authorization: Bearer <key>` on every call; `tls=True` uses TLS with the system's
+root certificates, `ca_file=` with your own (a self-signed certificate, say).
+
+A full queue (RESOURCE_EXHAUSTED) is retried after the delay the server gives, within
+`retry_budget_s`; every call carries a deadline; failures raise `RpcError` with the gRPC code,
+the message and the decoded `google.rpc` details.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
@@ -97,6 +102,19 @@ def _targets(target: str, stream_target: str | None) -> list[str]:
     return [target] if not stream_target or stream_target == target else [target, stream_target]
 
 
+def _credentials(tls: bool, ca_file: str | None) -> grpc.ChannelCredentials | None:
+    """TLS credentials when asked for (a CA file implies TLS); None for plaintext."""
+    if ca_file:
+        with open(ca_file, "rb") as pem:
+            return grpc.ssl_channel_credentials(root_certificates=pem.read())
+    return grpc.ssl_channel_credentials() if tls else None
+
+
+def _metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
+    key = os.environ.get("BATCHLINE_API_KEY", "") if api_key is None else api_key
+    return (("authorization", f"Bearer {key}"),) if key else ()
+
+
 class Client:
     """Blocking client. Every method raises `RpcError` on failure."""
 
@@ -107,8 +125,16 @@ class Client:
         stream_target: str | None = None,
         timeout_s: float = 10.0,
         retry_budget_s: float = 10.0,
+        api_key: str | None = None,
+        tls: bool = False,
+        ca_file: str | None = None,
     ) -> None:
-        self._channels = [grpc.insecure_channel(t) for t in _targets(target, stream_target)]
+        credentials = _credentials(tls, ca_file)
+        self._channels = [
+            grpc.secure_channel(t, credentials) if credentials else grpc.insecure_channel(t)
+            for t in _targets(target, stream_target)
+        ]
+        self._metadata = _metadata(api_key)
         self._inference = inference_pb2_grpc.InferenceServiceStub(self._channels[0])
         self._stream = stream_pb2_grpc.JobStreamServiceStub(self._channels[-1])
         self.timeout_s, self.retry_budget_s = timeout_s, retry_budget_s
@@ -129,7 +155,9 @@ class Client:
         self, text: str, *, priority: int = 0, job_timeout_s: float | None = None, idempotency_key: str = ""
     ) -> inference_pb2.SubmitResponse:
         request = _request(text, priority, job_timeout_s, idempotency_key)
-        return self._call(lambda: self._inference.Submit(request, timeout=self.timeout_s))
+        return self._call(
+            lambda: self._inference.Submit(request, timeout=self.timeout_s, metadata=self._metadata)
+        )
 
     def submit_batch(
         self, texts: Sequence[str], *, priority: int = 0, job_timeout_s: float | None = None
@@ -137,24 +165,36 @@ class Client:
         request = inference_pb2.SubmitBatchRequest(
             texts=list(texts), options=_options(priority, job_timeout_s)
         )
-        return list(self._call(lambda: self._inference.SubmitBatch(request, timeout=self.timeout_s)).jobs)
+        return list(
+            self._call(
+                lambda: self._inference.SubmitBatch(request, timeout=self.timeout_s, metadata=self._metadata)
+            ).jobs
+        )
 
     def get(self, job_id: str) -> job_pb2.Job:
         request = inference_pb2.GetJobRequest(job_id=job_id)
-        return self._call(lambda: self._inference.GetJob(request, timeout=self.timeout_s)).job
+        return self._call(
+            lambda: self._inference.GetJob(request, timeout=self.timeout_s, metadata=self._metadata)
+        ).job
 
     def cancel(self, job_id: str) -> job_pb2.Job:
         request = inference_pb2.CancelJobRequest(job_id=job_id)
-        return self._call(lambda: self._inference.CancelJob(request, timeout=self.timeout_s)).job
+        return self._call(
+            lambda: self._inference.CancelJob(request, timeout=self.timeout_s, metadata=self._metadata)
+        ).job
 
     def stats(self) -> inference_pb2.GetStatsResponse:
         request = inference_pb2.GetStatsRequest()
-        return self._call(lambda: self._inference.GetStats(request, timeout=self.timeout_s))
+        return self._call(
+            lambda: self._inference.GetStats(request, timeout=self.timeout_s, metadata=self._metadata)
+        )
 
     def watch(self, job_id: str, timeout_s: float = 300.0) -> Iterator[job_pb2.Job]:
         """Each state of the job, the current one first, until it ends (heartbeats skipped)."""
         try:
-            for event in self._stream.WatchJob(stream_pb2.WatchJobRequest(job_id=job_id), timeout=timeout_s):
+            for event in self._stream.WatchJob(
+                stream_pb2.WatchJobRequest(job_id=job_id), timeout=timeout_s, metadata=self._metadata
+            ):
                 if event.HasField("job"):
                     yield event.job
         except grpc.RpcError as exc:
@@ -191,8 +231,16 @@ class AsyncClient:
         stream_target: str | None = None,
         timeout_s: float = 10.0,
         retry_budget_s: float = 10.0,
+        api_key: str | None = None,
+        tls: bool = False,
+        ca_file: str | None = None,
     ) -> None:
-        self._channels = [grpc.aio.insecure_channel(t) for t in _targets(target, stream_target)]
+        credentials = _credentials(tls, ca_file)
+        self._channels = [
+            grpc.aio.secure_channel(t, credentials) if credentials else grpc.aio.insecure_channel(t)
+            for t in _targets(target, stream_target)
+        ]
+        self._metadata = _metadata(api_key)
         self._inference = inference_pb2_grpc.InferenceServiceStub(self._channels[0])
         self._stream = stream_pb2_grpc.JobStreamServiceStub(self._channels[-1])
         self.timeout_s, self.retry_budget_s = timeout_s, retry_budget_s
@@ -213,7 +261,9 @@ class AsyncClient:
         self, text: str, *, priority: int = 0, job_timeout_s: float | None = None, idempotency_key: str = ""
     ) -> inference_pb2.SubmitResponse:
         request = _request(text, priority, job_timeout_s, idempotency_key)
-        return await self._call(lambda: self._inference.Submit(request, timeout=self.timeout_s))
+        return await self._call(
+            lambda: self._inference.Submit(request, timeout=self.timeout_s, metadata=self._metadata)
+        )
 
     async def submit_batch(
         self, texts: Sequence[str], *, priority: int = 0, job_timeout_s: float | None = None
@@ -221,26 +271,38 @@ class AsyncClient:
         request = inference_pb2.SubmitBatchRequest(
             texts=list(texts), options=_options(priority, job_timeout_s)
         )
-        reply = await self._call(lambda: self._inference.SubmitBatch(request, timeout=self.timeout_s))
+        reply = await self._call(
+            lambda: self._inference.SubmitBatch(request, timeout=self.timeout_s, metadata=self._metadata)
+        )
         return list(reply.jobs)
 
     async def get(self, job_id: str) -> job_pb2.Job:
         request = inference_pb2.GetJobRequest(job_id=job_id)
-        return (await self._call(lambda: self._inference.GetJob(request, timeout=self.timeout_s))).job
+        return (
+            await self._call(
+                lambda: self._inference.GetJob(request, timeout=self.timeout_s, metadata=self._metadata)
+            )
+        ).job
 
     async def cancel(self, job_id: str) -> job_pb2.Job:
         request = inference_pb2.CancelJobRequest(job_id=job_id)
-        return (await self._call(lambda: self._inference.CancelJob(request, timeout=self.timeout_s))).job
+        return (
+            await self._call(
+                lambda: self._inference.CancelJob(request, timeout=self.timeout_s, metadata=self._metadata)
+            )
+        ).job
 
     async def stats(self) -> inference_pb2.GetStatsResponse:
         request = inference_pb2.GetStatsRequest()
-        return await self._call(lambda: self._inference.GetStats(request, timeout=self.timeout_s))
+        return await self._call(
+            lambda: self._inference.GetStats(request, timeout=self.timeout_s, metadata=self._metadata)
+        )
 
     async def watch(self, job_id: str, timeout_s: float = 300.0) -> AsyncIterator[job_pb2.Job]:
         """Each state of the job, the current one first, until it ends (heartbeats skipped)."""
         try:
             async for event in self._stream.WatchJob(
-                stream_pb2.WatchJobRequest(job_id=job_id), timeout=timeout_s
+                stream_pb2.WatchJobRequest(job_id=job_id), timeout=timeout_s, metadata=self._metadata
             ):
                 if event.HasField("job"):
                     yield event.job

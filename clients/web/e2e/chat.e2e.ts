@@ -139,3 +139,25 @@ test("when the stack is down the UI says so and keeps retrying", async () => {
   await page.screenshot({ path: join(ARTIFACTS, "stack-down.png") });
   await page.close();
 });
+
+test("with API keys on, the UI asks for one and sends with it", async () => {
+  // KEYED_UI_URL: a second stack started with API_KEYS; API_KEY: one of its keys.
+  const keyed = process.env.KEYED_UI_URL;
+  const key = process.env.API_KEY;
+  assert.ok(keyed && key, "KEYED_UI_URL and API_KEY must be set");
+  const page = await open(1280, 860, keyed);
+  await page.locator("#banner", { hasText: "needs an API key" }).waitFor();
+  assert.equal(await page.locator(".stats").innerText(), "locked");
+  await send(page, ["sent before the key"]);
+  await lastReply(page).locator(".problem", { hasText: "Enter an API key" }).waitFor();
+
+  await page.locator("#api-key").fill(key);
+  await page.keyboard.press("Enter");
+  assert.equal(await page.locator("#key-form").isHidden(), true);
+  await send(page, ["I loved it, and my key works"]);
+  await lastReply(page).locator("article.job[data-status=DONE]").waitFor();
+  await page.locator(".stats .stat", { hasText: "jobs/s" }).waitFor();
+  assert.equal(await page.evaluate(() => localStorage.getItem("batchline.apiKey")), null);
+  await page.screenshot({ path: join(ARTIFACTS, "api-key.png") });
+  await page.close();
+});

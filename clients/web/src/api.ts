@@ -1,6 +1,6 @@
 // The network side of the UI: grpc-web clients generated from proto/, errors sorted into what a
 // user can act on, and a watch that survives a dropped stream.
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { InferenceService, type GetStatsResponse } from "./gen/batchline/v1/inference_pb.ts";
 import { JobStreamService } from "./gen/batchline/v1/stream_pb.ts";
@@ -13,6 +13,7 @@ export type Problem =
   | { kind: "invalid"; field: string; message: string }
   | { kind: "queue-full"; retryAfterMs: number; message: string }
   | { kind: "unreachable"; message: string }
+  | { kind: "unauthenticated"; message: string }
   | { kind: "other"; message: string };
 
 export function classify(error: unknown): Problem {
@@ -27,6 +28,10 @@ export function classify(error: unknown): Problem {
     const retryAfterMs = delay ? Number(delay.seconds) * 1000 + delay.nanos / 1e6 : 1000;
     return { kind: "queue-full", retryAfterMs, message: failure.rawMessage };
   }
+  if (failure.code === Code.Unauthenticated) {
+    // API keys are on and this browser has none, or a wrong one: the user can enter one.
+    return { kind: "unauthenticated", message: failure.rawMessage };
+  }
   if (failure.code === Code.Unavailable || failure.code === Code.Unknown || failure.code === Code.Internal) {
     // A refused connection, an Envoy with no healthy upstream, or a proxy error page.
     return { kind: "unreachable", message: failure.rawMessage };
@@ -38,8 +43,17 @@ export class Api {
   readonly inference: Client<typeof InferenceService>;
   readonly stream: Client<typeof JobStreamService>;
 
-  constructor(readonly baseUrl: string) {
-    const transport = createGrpcWebTransport({ baseUrl });
+  /** `apiKey` is asked for on every call, so a key entered later applies at once. */
+  constructor(
+    readonly baseUrl: string,
+    apiKey: () => string = () => "",
+  ) {
+    const authorize: Interceptor = (next) => (request) => {
+      const key = apiKey();
+      if (key) request.header.set("authorization", `Bearer ${key}`);
+      return next(request);
+    };
+    const transport = createGrpcWebTransport({ baseUrl, interceptors: [authorize] });
     this.inference = createClient(InferenceService, transport);
     this.stream = createClient(JobStreamService, transport);
   }

@@ -34,7 +34,12 @@ const dom = {
   inputError: $<HTMLParagraphElement>("input-error"),
   banner: $<HTMLDivElement>("banner"),
   stats: $<HTMLElement>("stats"),
+  keyForm: $<HTMLFormElement>("key-form"),
+  key: $<HTMLInputElement>("api-key"),
 };
+
+// The API key lives for this tab only (sessionStorage): never in localStorage, never in a URL.
+const KEY_STORAGE = "batchline.apiKey";
 
 const state = {
   conversations: load(localStorage),
@@ -147,6 +152,13 @@ function drawTrace(job: JobView): HTMLElement {
   return h("figure", { class: "trace" }, bar, h("figcaption", {}, steps));
 }
 
+/** The server wants a key this browser lacks (or has wrong): ask for one. */
+function askForKey(problem: Problem): void {
+  if (problem.kind !== "unauthenticated") return;
+  dom.keyForm.hidden = false;
+  showBanner(`This Batchline needs an API key: ${problem.message}`);
+}
+
 function showBanner(text: string): void {
   dom.banner.textContent = text;
   dom.banner.hidden = text === "";
@@ -170,6 +182,7 @@ async function send(input: string): Promise<void> {
       return;
     } catch (error) {
       const problem = classify(error);
+      askForKey(problem);
       if (!retryable(problem) || attempt + 1 >= SUBMIT_ATTEMPTS) {
         turn.jobs = [];
         turn.problem = problemText(problem);
@@ -196,6 +209,8 @@ function problemText(problem: Problem): string {
       return `The queue is full: ${problem.message}. Try again shortly.`;
     case "unreachable":
       return `Could not reach Batchline at ${state.api?.baseUrl}: ${problem.message}`;
+    case "unauthenticated":
+      return `Not sent: ${problem.message}. Enter an API key above and send again.`;
     case "other":
       return problem.message;
   }
@@ -264,8 +279,10 @@ async function pollStats(): Promise<void> {
       await sleep(STATS_EVERY_MS);
     } catch (error) {
       const delay = backoffMs(attempt++);
-      drawStats("offline", "", "");
-      showBanner(retryText(classify(error), delay));
+      const problem = classify(error);
+      drawStats(problem.kind === "unauthenticated" ? "locked" : "offline", "", "");
+      if (problem.kind === "unauthenticated") askForKey(problem);
+      else showBanner(retryText(problem, delay));
       await sleep(delay);
     }
   }
@@ -302,7 +319,16 @@ dom.newChat.addEventListener("click", () => {
   dom.input.focus();
 });
 
-state.api = new Api(await apiUrl(window.location));
+dom.keyForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY_STORAGE, dom.key.value.trim());
+  dom.key.value = "";
+  dom.keyForm.hidden = true;
+  showBanner("");
+  dom.input.focus();
+});
+
+state.api = new Api(await apiUrl(window.location), () => sessionStorage.getItem(KEY_STORAGE) ?? "");
 document.body.dataset.api = state.api.baseUrl;
 render();
 for (const conversation of state.conversations) {

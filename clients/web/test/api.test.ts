@@ -20,6 +20,12 @@ describe("classify", () => {
     expect(classify(new TypeError("Failed to fetch")).kind).toBe("unreachable");
     expect(classify(new ConnectError("no healthy upstream", Code.Unavailable)).kind).toBe("unreachable");
   });
+  it("asks for a key when the server wants one", () => {
+    expect(classify(new ConnectError("the API key is not valid", Code.Unauthenticated))).toEqual({
+      kind: "unauthenticated",
+      message: "the API key is not valid",
+    });
+  });
   it("passes anything else through with its code", () => {
     expect(classify(new ConnectError("gone", Code.NotFound))).toEqual({ kind: "other", message: "NotFound: gone" });
   });

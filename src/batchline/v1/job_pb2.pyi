@@ -272,6 +272,7 @@ class Job(_message.Message):
     PRIORITY_FIELD_NUMBER: _builtins.int
     DEADLINE_FIELD_NUMBER: _builtins.int
     TEXT_CHARS_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     """Random UUIDv4."""
     status: Global___JobStatus.ValueType
@@ -281,6 +282,10 @@ class Job(_message.Message):
     """Higher runs first; 0 is normal."""
     text_chars: _builtins.int
     """Length of the submitted text in characters. The text itself is not kept in the record."""
+    owner: _builtins.str
+    """Name of the API key that created the job; empty while API keys are off. Only that key's
+    calls can see the job.
+    """
     @_builtins.property
     def result(self) -> Global___Result:
         """Set when status is DONE."""
@@ -307,10 +312,11 @@ class Job(_message.Message):
         priority: _builtins.int = ...,
         deadline: _timestamp_pb2.Timestamp | None = ...,
         text_chars: _builtins.int = ...,
+        owner: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "error", b"error", "result", b"result", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "error", b"error", "job_id", b"job_id", "model", b"model", "priority", b"priority", "result", b"result", "status", b"status", "text_chars", b"text_chars", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "error", b"error", "job_id", b"job_id", "model", b"model", "owner", b"owner", "priority", b"priority", "result", b"result", "status", b"status", "text_chars", b"text_chars", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -327,10 +333,13 @@ class InferenceTask(_message.Message):
     PRIORITY_FIELD_NUMBER: _builtins.int
     ACCEPTED_AT_FIELD_NUMBER: _builtins.int
     DEADLINE_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     text: _builtins.str
     """The text to classify, 1-2000 characters after trimming."""
     priority: _builtins.int
+    owner: _builtins.str
+    """Name of the API key that submitted it (Job.owner); empty while API keys are off."""
     @_builtins.property
     def accepted_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -345,10 +354,11 @@ class InferenceTask(_message.Message):
         priority: _builtins.int = ...,
         accepted_at: _timestamp_pb2.Timestamp | None = ...,
         deadline: _timestamp_pb2.Timestamp | None = ...,
+        owner: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["accepted_at", b"accepted_at", "deadline", b"deadline"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_at", b"accepted_at", "deadline", b"deadline", "job_id", b"job_id", "priority", b"priority", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_at", b"accepted_at", "deadline", b"deadline", "job_id", b"job_id", "owner", b"owner", "priority", b"priority", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
