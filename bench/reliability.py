@@ -19,12 +19,14 @@ import statistics
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from batchline.v1 import inference_pb2, inference_pb2_grpc
 from bench import stack
@@ -58,7 +60,8 @@ def stats(target: str) -> inference_pb2.GetStatsResponse:
 
 @dataclass
 class Sampler:
-    """Each second: RSS per service, queue depth, job keys in Redis."""
+    """Each second: RSS per service, queue depth, job keys in Redis; with the services' /metrics
+    (stack.start(metrics=True)), their open asyncio tasks and the stream's open watchers."""
 
     targets: stack.Targets
     key_pattern: str
@@ -88,11 +91,25 @@ class Sampler:
             except grpc.RpcError:
                 sample["queue_depth"] = None
             sample["job_keys"] = sum(1 for _ in self._redis.scan_iter(match=self.key_pattern, count=1000))
+            for name, ports in self.targets.metrics.items():
+                sample[f"tasks_{name}"] = sum(scrape(port, "batchline_event_loop_tasks") for port in ports)
+                if name == "stream":
+                    sample["watchers"] = sum(scrape(port, "batchline_watchers") for port in ports)
             self.samples.append(sample)
             self._stop.wait(1.0)
 
     def peak(self, key: str) -> float:
         return max((s[key] for s in self.samples if s.get(key) is not None), default=0.0)
+
+
+def scrape(port: int, metric: str) -> float:
+    """One gauge from a service's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+        text = reply.read().decode()
+    for family in text_string_to_metric_families(text):
+        if family.name == metric:
+            return float(sum(sample.value for sample in family.samples))
+    raise KeyError(f"{metric} is not exported on :{port}")
 
 
 def capacity(target: str, jobs: int = 600) -> float:
@@ -173,7 +190,7 @@ def overload(seconds: float) -> dict[str, Any]:
 
 def soak(seconds: float, ttl_s: int = 30) -> dict[str, Any]:
     env = {**COST, "QUEUE_MAX_LENGTH": str(QUEUE_BOUND), "JOB_TTL_S": str(ttl_s)}
-    with stack.start("local", env, batchers=1, envoy=False) as targets:
+    with stack.start("local", env, batchers=1, envoy=False, metrics=True) as targets:
         pattern = targets.key_prefix + "job:*"
         say("measuring capacity (a burst of 600 jobs, drained)")
         jobs_per_s = capacity(targets.ingress)
@@ -181,7 +198,9 @@ def soak(seconds: float, ttl_s: int = 30) -> dict[str, Any]:
         say(f"capacity {jobs_per_s:.0f} jobs/s; soaking at {rate}/s for {seconds:g}s, every job watched")
         time.sleep(ttl_s + 1)  # the probe's keys expire: the key count starts from the soak
         with Sampler(targets, pattern) as sampler:
+            time.sleep(1.5)  # idle samples first: the baseline of tasks and watchers
             report = load(targets.ingress, rate, seconds, e2e="watch", stream=targets.stream, name="soak")
+            time.sleep(3)  # and idle again after: what the load left behind
     return {
         "capacity_jobs_per_s": jobs_per_s,
         "rate_per_s": rate,
@@ -269,6 +288,20 @@ def write(kind: str, result: dict[str, Any], out: Path, command: str) -> str:
             f"Job keys in Redis: peak {max(keys, default=0)}, a plateau at about rate x TTL "
             f"= {r['rate_per_s'] * r['job_ttl_s']} "
             f"(last third / first third {growth(samples, 'job_keys'):.2f}).",
+            "",
+            "## Tasks and watchers",
+            "",
+            "Sampled from each service's /metrics: idle before the load, the peak under it, idle "
+            "again 3 s after it ended. A leak shows as an end above the start.",
+            "",
+            "| gauge | idle before | peak | idle after |",
+            "|---|---|---|---|",
+            *(
+                f"| {key.replace('tasks_', 'asyncio tasks, ')} | {samples[0][key]:.0f} | "
+                f"{max(x[key] for x in samples):.0f} | {samples[-1][key]:.0f} |"
+                for key in ("tasks_ingress", "tasks_stream", "tasks_batcher", "watchers")
+                if key in samples[0]
+            ),
             "",
         ]
     lines += ["## Memory", "", *memory, "", f"Samples each second: `{kind}.json`.", ""]

@@ -12,7 +12,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from batchline import edge
@@ -26,6 +26,7 @@ class Targets:
     edge: str  # host:port of Envoy: gRPC, REST and grpc-web
     pids: dict[str, list[int]]  # component -> process ids, for CPU accounting
     key_prefix: str = ""  # the run's Redis key prefix (local stacks)
+    metrics: dict[str, list[int]] = field(default_factory=dict)  # component -> /metrics ports
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -75,10 +76,12 @@ def bindable(port: int, host: str = "127.0.0.1") -> bool:
 
 
 @contextmanager
-def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True) -> Iterator[Targets]:
+def start(
+    kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True, metrics: bool = False
+) -> Iterator[Targets]:
     """`embedded`: one process on in-memory adapters; `local`: ingress, stream and `batchers`
     batchers on the local RabbitMQ and Redis, on a queue and key prefix of their own.
-    Envoy fronts both unless `envoy` is False."""
+    Envoy fronts both unless `envoy` is False; each service serves /metrics if `metrics`."""
     run_id = uuid.uuid4().hex[:8]
     base = {
         **os.environ,
@@ -90,8 +93,13 @@ def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True)
     }
     processes: list[subprocess.Popen[bytes]] = []
     pids: dict[str, list[int]] = {}
+    metrics_ports: dict[str, list[int]] = {}
 
     def spawn(module: str, extra: dict[str, str]) -> None:
+        if metrics:
+            port = free_port()
+            metrics_ports.setdefault(module, []).append(port)
+            extra = {**extra, "METRICS_PORT": str(port)}
         pids.setdefault(module, []).append(0)
         processes.append(
             subprocess.Popen(
@@ -135,7 +143,7 @@ def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True)
             pids["rabbitmq"] = service_pids("beam.smp")
             pids["redis"] = service_pids("redis-server")
         if not envoy:
-            yield Targets(ingress, stream, "", pids, prefix)
+            yield Targets(ingress, stream, "", pids, prefix, metrics_ports)
             return
         envoy_port = free_port()
         topology = edge.Topology(
@@ -148,7 +156,7 @@ def start(kind: str, env: dict[str, str], batchers: int = 1, envoy: bool = True)
         processes.append(proxy)
         pids["envoy"] = [proxy.pid]
         edge.wait_ready(f"http://127.0.0.1:{envoy_port}", proxy)
-        yield Targets(ingress, stream, f"127.0.0.1:{envoy_port}", pids, prefix)
+        yield Targets(ingress, stream, f"127.0.0.1:{envoy_port}", pids, prefix, metrics_ports)
     finally:
         for process in processes:
             if process.poll() is None:

@@ -9,7 +9,13 @@ from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
 from batchline import logs
-from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals, watch_dependencies
+from batchline.lifecycle import (
+    GrpcServer,
+    count_tasks,
+    serve_metrics,
+    stop_on_signals,
+    watch_dependencies,
+)
 from batchline.rabbit import RabbitBroker
 from batchline.redis_store import RedisJobStore
 from batchline.settings import require_distributed
@@ -47,6 +53,7 @@ async def serve(settings: BatcherSettings, stop: asyncio.Event, model: Model | N
             if health is not None:
                 tasks.create_task(watch_dependencies(health, [store.ping, broker.ping], stop))
             tasks.create_task(batcher.run(stop))
+            tasks.create_task(count_tasks(stop))
     finally:
         if health is not None:
             await health.drain(0)

@@ -15,7 +15,7 @@ from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
 from batchline import logs, names
-from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals
+from batchline.lifecycle import GrpcServer, count_tasks, serve_metrics, stop_on_signals
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import SettingsError, env_int
 from batchline.v1 import inference_pb2_grpc, stream_pb2_grpc
@@ -68,6 +68,7 @@ async def serve(
         routing = tasks.create_task(fanout.run())
         tasks.create_task(batcher.run(batcher_stop))
         sampler = tasks.create_task(ingress_metrics.sample_queue(broker, batcher_stop))
+        tasks.create_task(count_tasks(batcher_stop))  # stops with the batcher
         await fanout.subscribed.wait()
         await server.set_serving(True)
         log.info(

@@ -7,7 +7,13 @@ import logging
 from collections.abc import Callable
 
 from batchline import logs
-from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals, watch_dependencies
+from batchline.lifecycle import (
+    GrpcServer,
+    count_tasks,
+    serve_metrics,
+    stop_on_signals,
+    watch_dependencies,
+)
 from batchline.rabbit import RabbitBroker
 from batchline.redis_store import RedisJobStore
 from batchline.settings import require_distributed
@@ -43,6 +49,7 @@ async def serve(
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(watch_dependencies(server, [store.ping, broker.ping], stop))
             tasks.create_task(metrics.sample_queue(broker, stop))
+            tasks.create_task(count_tasks(stop))
             await stop.wait()
             log.info("draining", extra={"grace_s": settings.shutdown_grace_s})
             await server.drain(settings.shutdown_grace_s)

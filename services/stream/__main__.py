@@ -7,7 +7,13 @@ import logging
 from collections.abc import Callable
 
 from batchline import logs
-from batchline.lifecycle import GrpcServer, serve_metrics, stop_on_signals, watch_dependencies
+from batchline.lifecycle import (
+    GrpcServer,
+    count_tasks,
+    serve_metrics,
+    stop_on_signals,
+    watch_dependencies,
+)
 from batchline.redis_store import RedisJobStore
 from batchline.settings import SettingsError
 from batchline.v1 import stream_pb2_grpc
@@ -42,6 +48,7 @@ async def serve(
         async with asyncio.TaskGroup() as tasks:
             routing = tasks.create_task(fanout.run())
             tasks.create_task(watch_dependencies(server, [store.ping, subscribed], stop))
+            tasks.create_task(count_tasks(stop))
             await stop.wait()
             await server.drain(settings.shutdown_grace_s)
             routing.cancel()

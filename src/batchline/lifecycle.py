@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import Gauge
 
 from batchline import access
 from batchline.errors import ErrorInterceptor
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 # Largest request or response a server takes: a SubmitBatch of 256 x 2000-character texts
 # (up to 4 bytes a character) fits with room; anything larger is refused by gRPC itself.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+# A task that outlives its call or stream shows up here as growth under a steady load (the soak).
+TASKS = Gauge("batchline_event_loop_tasks", "asyncio tasks alive in this process (sampled each second)")
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -111,6 +115,14 @@ async def watch_dependencies(
             await server.set_serving(ok)
             log.info("health %s", "SERVING" if ok else "NOT_SERVING")
             serving = ok
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+
+
+async def count_tasks(stop: asyncio.Event, every_s: float = 1.0) -> None:
+    """Keep TASKS current until `stop`."""
+    while not stop.is_set():
+        TASKS.set(len(asyncio.all_tasks()))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)
 

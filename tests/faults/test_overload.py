@@ -26,7 +26,7 @@ def test_five_times_capacity_is_refused_fast_and_nothing_accepted_is_lost() -> N
         assert max(values) < 1.5 * values[0], f"{name} memory grew from {values[0]} to {max(values)} MiB"
 
 
-def test_a_short_soak_keeps_memory_and_keys_flat() -> None:
+def test_a_short_soak_keeps_memory_keys_tasks_and_watchers_flat() -> None:
     result = reliability.soak(seconds=20, ttl_s=5)  # records expire 5 s after their last change
     e2e = result["e2e"]
     assert e2e["done"] == e2e["accepted"] > 0 and e2e["unfinished"] == 0
@@ -36,3 +36,11 @@ def test_a_short_soak_keeps_memory_and_keys_flat() -> None:
     peak_keys = max(s["job_keys"] for s in result["samples"])
     assert peak_keys <= result["rate_per_s"] * (result["job_ttl_s"] + 3)
     assert result["seconds"] * result["rate_per_s"] > 2 * peak_keys  # so expiry was seen
+    # Every call and stream gives its task back: idle after the load as idle before it.
+    samples = result["samples"]
+    first, last = samples[0], samples[-1]
+    assert max(s["watchers"] for s in samples) > 0 and last["watchers"] == first["watchers"] == 0
+    for name in ("ingress", "stream", "batcher"):
+        key = f"tasks_{name}"
+        assert max(s[key] for s in samples) > first[key] or name == "batcher", f"{name} never busier"
+        assert last[key] <= first[key] + 1, f"{name} left tasks behind: {first[key]} -> {last[key]}"
