@@ -116,7 +116,7 @@ bench-full: install ## the load targets, 30 s runs, medians of 3 (~12 min): docs
 overload: install ## 5x capacity for 60 s, refusals and recovery measured: docs/benchmarks/overload.md
 	$(PY) -m bench.reliability overload
 
-soak: install ## 50% capacity for 10 min, memory and keys sampled: docs/benchmarks/soak.md
+soak: install ## 50% capacity for 10 min; memory, keys, tasks, watchers sampled: docs/benchmarks/soak.md
 	$(PY) -m bench.reliability soak
 
 bench-scale: install ## throughput against 1..6 batchers (~2 min): docs/benchmarks/scale.md
