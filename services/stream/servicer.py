@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator
 import grpc
 
 from batchline import access, codec
-from batchline.errors import NotFound, TooSlow
+from batchline.errors import InvalidArgument, NotFound, TooSlow
 from batchline.store import JobStore
 from batchline.v1 import stream_pb2, stream_pb2_grpc
 from stream.fanout import Fanout
+
+LAST_SEQUENCE = codec.rank(codec.DONE)  # every terminal state
 
 
 class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
@@ -24,13 +26,19 @@ class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
         self, request: stream_pb2.WatchJobRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> AsyncIterator[stream_pb2.WatchJobResponse]:
         codec.check_job_id(request.job_id)
+        if request.after_sequence > LAST_SEQUENCE:
+            raise InvalidArgument.field(
+                "after_sequence",
+                f"must be 0-{LAST_SEQUENCE} (the Job.sequence last seen), not {request.after_sequence}",
+            )
         with self._fanout.watch(request.job_id) as watcher:
             job = await self._store.get(request.job_id)
             if job is None or not access.may_see(job):  # another owner's job reads as no job at all
                 raise NotFound(f"job {request.job_id} does not exist or has expired")
-            yield stream_pb2.WatchJobResponse(job=job)
-            seen = codec.rank(job.status)
-            while seen < codec.rank(codec.DONE):
+            if codec.rank(job.status) > request.after_sequence:
+                yield stream_pb2.WatchJobResponse(job=job)
+            seen = max(codec.rank(job.status), request.after_sequence)
+            while seen < LAST_SEQUENCE:
                 try:
                     job = await asyncio.wait_for(watcher.events.get(), self._heartbeat_s)
                 except TimeoutError:
@@ -39,7 +47,10 @@ class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
                     yield heartbeat
                     continue
                 if watcher.overflowed:
-                    raise TooSlow("this watcher fell too far behind; watch again to get the current state")
+                    raise TooSlow(
+                        "this watcher fell too far behind; watch again with after_sequence "
+                        "set to the last Job.sequence received to resume"
+                    )
                 if codec.rank(job.status) <= seen:
                     continue  # already sent (the read raced the event)
                 seen = codec.rank(job.status)

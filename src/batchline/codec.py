@@ -95,6 +95,12 @@ def watch_url(job_id: str) -> str:
     return names.WATCH_URL.format(job_id=job_id)
 
 
+def encode_record(job: Job) -> bytes:
+    """The bytes a store keeps for `job`, after stamping its sequence (its state's rank)."""
+    job.sequence = rank(job.status)
+    return job.SerializeToString()
+
+
 def encode_event(job: Job) -> bytes:
     return job_pb2.JobEvent(job=job).SerializeToString()
 

@@ -203,7 +203,7 @@ class MemoryJobStore:
 
     def _put(self, job: Job) -> None:
         self._records[job.job_id] = _Record(
-            job.status, job.SerializeToString(), time.monotonic() + self.job_ttl_s
+            job.status, codec.encode_record(job), time.monotonic() + self.job_ttl_s
         )
 
     def _live(self, job_id: str) -> _Record | None:

@@ -112,7 +112,7 @@ class RedisJobStore:
                 keys=[self.job_key(job.job_id), self._idem_key(idempotency_key)],
                 args=[
                     job.status,
-                    job.SerializeToString(),
+                    codec.encode_record(job),
                     self._ttl_ms,
                     job.job_id,
                     int(bool(idempotency_key)),
@@ -133,7 +133,7 @@ class RedisJobStore:
                 for job in jobs:
                     await self._create(
                         keys=[self.job_key(job.job_id), self._idem_key("")],
-                        args=[job.status, job.SerializeToString(), self._ttl_ms, job.job_id, 0],
+                        args=[job.status, codec.encode_record(job), self._ttl_ms, job.job_id, 0],
                         client=pipe,
                     )
                 await pipe.execute()
@@ -163,7 +163,7 @@ class RedisJobStore:
             "keys": [self.job_key(job.job_id), self._prefix + names.STATS_FINISHED],
             "args": [
                 job.status,
-                job.SerializeToString(),
+                codec.encode_record(job),
                 self._ttl_ms,
                 self.channel,
                 codec.encode_event(job),

@@ -115,6 +115,16 @@ async def test_watch_streams_each_state_as_it_happens(start_edge: StartEdge) -> 
     statuses = [job["status"] for job in seen]
     assert statuses[-2:] == ["JOB_STATUS_RUNNING", "JOB_STATUS_DONE"], statuses
     assert seen[-1]["result"]["label"]  # the stream ended after the terminal state
+    sequences = [job["sequence"] for job in seen]
+    assert sequences == sorted(set(sequences)) and sequences[-2:] == [2, 3], sequences
+
+    # Resuming after the RUNNING state gets the DONE state alone; after DONE, nothing.
+    for after, expected in ((2, ["JOB_STATUS_DONE"]), (3, [])):
+        reply = await front.http.get(f"/v1/jobs/{job_id}:watch", params={"after_sequence": after})
+        jobs = [json.loads(line)["job"] for line in reply.text.splitlines() if '"job"' in line]
+        assert [job["status"] for job in jobs] == expected
+    bad = await front.http.get(f"/v1/jobs/{job_id}:watch", params={"after_sequence": 4})
+    assert bad.status_code == 400 and "after_sequence" in bad.text
 
 
 async def _next_job(lines: Any) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Processes killed under load: batchers with SIGKILL mid-batch, again and again, and the
-stream service restarted while clients watch. Every accepted job ends DONE exactly once."""
+stream service restarted while clients watch (and resume after the last state they saw). Every
+accepted job ends DONE exactly once."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from batchline import codec
 from batchline.lifecycle import wait_until_serving
 from batchline.redis_store import RedisJobStore
 from batchline.settings import StoreSettings
-from batchline.v1 import inference_pb2, inference_pb2_grpc, stream_pb2, stream_pb2_grpc
+from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2, stream_pb2, stream_pb2_grpc
+from batchline_client import Client
 from tests.e2e.conftest import Service
 from tests.helpers import count_done_events, free_port, wait_for
 
@@ -126,18 +128,46 @@ def test_a_restarted_stream_serves_a_rewatch_the_terminal_state_once(
     wait_until_serving(new_target)
     with grpc.insecure_channel(new_target) as channel:
         stub = stream_pb2_grpc.JobStreamServiceStub(channel)
-        events = [
-            e.job
-            for e in stub.WatchJob(stream_pb2.WatchJobRequest(job_id=job_id), timeout=30)
-            if e.HasField("job")
-        ]
-        assert [e.status for e in events].count(codec.DONE) == 1 and events[-1].status == codec.DONE
-        again = [
-            e.job
-            for e in stub.WatchJob(stream_pb2.WatchJobRequest(job_id=job_id), timeout=5)
-            if e.HasField("job")
-        ]
-        assert [e.status for e in again] == [codec.DONE]  # a finished job: its state at once, then the end
+
+        def rewatch(after: int, timeout_s: float = 30) -> list[job_pb2.Job]:
+            request = stream_pb2.WatchJobRequest(job_id=job_id, after_sequence=after)
+            return [e.job for e in stub.WatchJob(request, timeout=timeout_s) if e.HasField("job")]
+
+        # Resumed after the state it saw: only newer states, the terminal one exactly once.
+        resumed = rewatch(after=first.job.sequence)
+        assert first.job.sequence == codec.rank(first.job.status)
+        assert [e.sequence for e in resumed] == sorted({e.sequence for e in resumed})
+        assert all(e.sequence > first.job.sequence for e in resumed)
+        assert [e.status for e in resumed].count(codec.DONE) == 1 and resumed[-1].status == codec.DONE
+        # A finished job: its state at once, then the end; after its last sequence, nothing.
+        assert [e.status for e in rewatch(after=0, timeout_s=5)] == [codec.DONE]
+        assert rewatch(after=resumed[-1].sequence, timeout_s=5) == []
+
+
+def test_the_client_resumes_its_watch_across_a_stream_restart_losing_and_repeating_nothing(
+    services: list[Service], service_env: dict[str, str]
+) -> None:
+    port = free_port()
+    env = {**service_env, "STREAM_PORT": str(port)}  # the restarted stream comes back on it
+    ingress = start(services, env, "ingress")
+    stream = start(services, env, "stream")
+    start(services, env, "batcher", SIM_FIXED_MS="1500")  # slow enough to watch mid-flight
+    target, stream_target = f"127.0.0.1:{ingress.port()}", f"127.0.0.1:{port}"
+    for t in (target, stream_target):
+        wait_until_serving(t)
+
+    states: list[job_pb2.Job] = []
+    with Client(target, stream_target=stream_target, retry_budget_s=30) as client:
+        job_id = client.submit("watch me across a restart, from the client").job_id
+        for state in client.watch(job_id):
+            states.append(state)
+            if len(states) == 1:  # the watch is open: take its server away, bring one back
+                stream.kill(signal.SIGKILL)
+                stream.process.wait(10)
+                start(services, env, "stream").port()
+    assert states[0].status in (codec.QUEUED, codec.RUNNING) and states[-1].status == codec.DONE
+    sequences = [s.sequence for s in states]
+    assert sequences == sorted(set(sequences)), sequences  # nothing twice, nothing out of order
 
 
 def test_an_ingress_killed_while_clients_retry_with_idempotency_keys_creates_no_job_twice(

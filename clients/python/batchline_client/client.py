@@ -97,6 +97,20 @@ def _retry_delay(error: RpcError, deadline: float) -> float | None:
     return delay if time.monotonic() + delay <= deadline else None
 
 
+# A watch that broke for one of these is re-opened: the stream replica went away (UNAVAILABLE) or
+# this client fell behind its buffer (RESOURCE_EXHAUSTED).
+RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+RESUME_DELAY_S = 0.2
+
+
+def _resume_delay(error: RpcError, deadline: float) -> float | None:
+    """How long to wait before re-opening a broken watch, or None when it should not be."""
+    if error.code not in RESUMABLE:
+        return None
+    delay = error.retry_delay_s or RESUME_DELAY_S
+    return delay if time.monotonic() + delay <= deadline else None
+
+
 def _targets(target: str, stream_target: str | None) -> list[str]:
     """One channel for both services, or ingress first and stream second."""
     return [target] if not stream_target or stream_target == target else [target, stream_target]
@@ -189,16 +203,25 @@ class Client:
             lambda: self._inference.GetStats(request, timeout=self.timeout_s, metadata=self._metadata)
         )
 
-    def watch(self, job_id: str, timeout_s: float = 300.0) -> Iterator[job_pb2.Job]:
-        """Each state of the job, the current one first, until it ends (heartbeats skipped)."""
-        try:
-            for event in self._stream.WatchJob(
-                stream_pb2.WatchJobRequest(job_id=job_id), timeout=timeout_s, metadata=self._metadata
-            ):
-                if event.HasField("job"):
-                    yield event.job
-        except grpc.RpcError as exc:
-            raise RpcError.from_grpc(exc) from None
+    def watch(self, job_id: str, timeout_s: float = 300.0, after_sequence: int = 0) -> Iterator[job_pb2.Job]:
+        """Each state of the job after `after_sequence`, the current one first, until it ends
+        (heartbeats skipped). A stream that breaks is re-opened after the last state seen, within
+        `retry_budget_s`: nothing is lost and nothing arrives twice."""
+        deadline, seen = time.monotonic() + self.retry_budget_s, after_sequence
+        while True:
+            request = stream_pb2.WatchJobRequest(job_id=job_id, after_sequence=seen)
+            try:
+                for event in self._stream.WatchJob(request, timeout=timeout_s, metadata=self._metadata):
+                    if event.HasField("job"):
+                        seen = event.job.sequence
+                        yield event.job
+                return
+            except grpc.RpcError as exc:
+                error = RpcError.from_grpc(exc)
+                delay = _resume_delay(error, deadline)
+                if delay is None:
+                    raise error from None
+                time.sleep(delay)
 
     def infer(self, text: str, **submit_options: Any) -> job_pb2.Job:
         """Submit and wait for the job's end: its final record (DONE, FAILED or CANCELLED)."""
@@ -298,16 +321,27 @@ class AsyncClient:
             lambda: self._inference.GetStats(request, timeout=self.timeout_s, metadata=self._metadata)
         )
 
-    async def watch(self, job_id: str, timeout_s: float = 300.0) -> AsyncIterator[job_pb2.Job]:
-        """Each state of the job, the current one first, until it ends (heartbeats skipped)."""
-        try:
-            async for event in self._stream.WatchJob(
-                stream_pb2.WatchJobRequest(job_id=job_id), timeout=timeout_s, metadata=self._metadata
-            ):
-                if event.HasField("job"):
-                    yield event.job
-        except grpc.aio.AioRpcError as exc:
-            raise RpcError.from_grpc(exc) from None
+    async def watch(
+        self, job_id: str, timeout_s: float = 300.0, after_sequence: int = 0
+    ) -> AsyncIterator[job_pb2.Job]:
+        """Each state of the job after `after_sequence`, the current one first, until it ends
+        (heartbeats skipped). A stream that breaks is re-opened after the last state seen, within
+        `retry_budget_s`: nothing is lost and nothing arrives twice."""
+        deadline, seen = time.monotonic() + self.retry_budget_s, after_sequence
+        while True:
+            request = stream_pb2.WatchJobRequest(job_id=job_id, after_sequence=seen)
+            try:
+                async for event in self._stream.WatchJob(request, timeout=timeout_s, metadata=self._metadata):
+                    if event.HasField("job"):
+                        seen = event.job.sequence
+                        yield event.job
+                return
+            except grpc.aio.AioRpcError as exc:
+                error = RpcError.from_grpc(exc)
+                delay = _resume_delay(error, deadline)
+                if delay is None:
+                    raise error from None
+                await asyncio.sleep(delay)
 
     async def infer(self, text: str, **submit_options: Any) -> job_pb2.Job:
         """Submit and wait for the job's end: its final record (DONE, FAILED or CANCELLED)."""

@@ -75,8 +75,9 @@ export class Api {
   }
 
   /**
-   * Every state of `jobId` until a terminal one. A stream that drops is re-opened (with backoff);
-   * the server replays the current state first, and the caller's `advance` drops repeats.
+   * Every state of `jobId` until a terminal one. A stream that drops is re-opened (with backoff)
+   * after the last state seen (`afterSequence`), on whichever stream replica answers: nothing is
+   * lost and nothing arrives twice.
    */
   async watch(
     jobId: string,
@@ -84,11 +85,14 @@ export class Api {
     signal: AbortSignal,
     onRetry: (problem: Problem, delayMs: number) => void = () => {},
   ): Promise<void> {
+    let afterSequence = 0;
     for (let attempt = 0; !signal.aborted; attempt++) {
       try {
-        for await (const event of this.stream.watchJob({ jobId }, { signal })) {
+        for await (const event of this.stream.watchJob({ jobId, afterSequence }, { signal })) {
           attempt = 0;
-          if (event.event.case === "job" && onJob(event.event.value)) return;
+          if (event.event.case !== "job") continue;
+          afterSequence = event.event.value.sequence;
+          if (onJob(event.event.value)) return;
         }
       } catch (error) {
         if (signal.aborted) return;

@@ -33,13 +33,17 @@ describe("classify", () => {
 
 describe("Api.watch", () => {
   it("re-watches after a dropped stream and stops at the terminal state", async () => {
-    const event = (status: number) => ({ event: { case: "job" as const, value: create(JobSchema, { jobId: "j", status }) } });
+    const event = (status: number) => ({
+      event: { case: "job" as const, value: create(JobSchema, { jobId: "j", status, sequence: Math.min(status, 3) }) },
+    });
     let calls = 0;
+    const resumedAfter: number[] = [];
     const api = new Api("http://127.0.0.1:9");
     Object.assign(api, {
       stream: {
-        async *watchJob() {
+        async *watchJob(request: { afterSequence: number }) {
           calls += 1;
+          resumedAfter.push(request.afterSequence);
           if (calls === 1) {
             yield event(JobStatus.QUEUED);
             throw new ConnectError("stream reset", Code.Unavailable);
@@ -61,6 +65,7 @@ describe("Api.watch", () => {
       (problem) => retries.push(problem.kind),
     );
     expect(calls).toBe(2);
+    expect(resumedAfter).toEqual([0, 1]); // re-opened after the QUEUED state it had seen
     expect(retries).toEqual(["unreachable"]);
     expect(seen).toEqual([JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE]);
   });

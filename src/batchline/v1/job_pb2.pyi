@@ -273,6 +273,7 @@ class Job(_message.Message):
     DEADLINE_FIELD_NUMBER: _builtins.int
     TEXT_CHARS_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     """Random UUIDv4."""
     status: Global___JobStatus.ValueType
@@ -285,6 +286,10 @@ class Job(_message.Message):
     owner: _builtins.str
     """Name of the API key that created the job; empty while API keys are off. Only that key's
     calls can see the job.
+    """
+    sequence: _builtins.int
+    """This state's place in the job's life: 1 QUEUED, 2 RUNNING, 3 a terminal state. Status only
+    moves forward, so it only grows; WatchJob's after_sequence resumes after the one last seen.
     """
     @_builtins.property
     def result(self) -> Global___Result:
@@ -313,10 +318,11 @@ class Job(_message.Message):
         deadline: _timestamp_pb2.Timestamp | None = ...,
         text_chars: _builtins.int = ...,
         owner: _builtins.str = ...,
+        sequence: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "error", b"error", "result", b"result", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "error", b"error", "job_id", b"job_id", "model", b"model", "owner", b"owner", "priority", b"priority", "result", b"result", "status", b"status", "text_chars", b"text_chars", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "error", b"error", "job_id", b"job_id", "model", b"model", "owner", b"owner", "priority", b"priority", "result", b"result", "sequence", b"sequence", "status", b"status", "text_chars", b"text_chars", "trace", b"trace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

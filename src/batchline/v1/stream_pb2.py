@@ -27,7 +27,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62\x61tchline/v1/stream.proto\x12\x0c\x62\x61tchline.v1\x1a\x16\x62\x61tchline/v1/job.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"8\n\tHeartbeat\x12+\n\x07sent_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"k\n\x10WatchJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x11.batchline.v1.JobH\x00\x12,\n\theartbeat\x18\x02 \x01(\x0b\x32\x17.batchline.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent2\x80\x01\n\x10JobStreamService\x12l\n\x08WatchJob\x12\x1d.batchline.v1.WatchJobRequest\x1a\x1e.batchline.v1.WatchJobResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\x12\x17/v1/jobs/{job_id}:watch0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62\x61tchline/v1/stream.proto\x12\x0c\x62\x61tchline.v1\x1a\x16\x62\x61tchline/v1/job.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x16\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\r\"8\n\tHeartbeat\x12+\n\x07sent_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"k\n\x10WatchJobResponse\x12 \n\x03job\x18\x01 \x01(\x0b\x32\x11.batchline.v1.JobH\x00\x12,\n\theartbeat\x18\x02 \x01(\x0b\x32\x17.batchline.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent2\x80\x01\n\x10JobStreamService\x12l\n\x08WatchJob\x12\x1d.batchline.v1.WatchJobRequest\x1a\x1e.batchline.v1.WatchJobResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\x12\x17/v1/jobs/{job_id}:watch0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,11 +37,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOBSTREAMSERVICE'].methods_by_name['WatchJob']._loaded_options = None
   _globals['_JOBSTREAMSERVICE'].methods_by_name['WatchJob']._serialized_options = b'\202\323\344\223\002\031\022\027/v1/jobs/{job_id}:watch'
   _globals['_WATCHJOBREQUEST']._serialized_start=130
-  _globals['_WATCHJOBREQUEST']._serialized_end=163
-  _globals['_HEARTBEAT']._serialized_start=165
-  _globals['_HEARTBEAT']._serialized_end=221
-  _globals['_WATCHJOBRESPONSE']._serialized_start=223
-  _globals['_WATCHJOBRESPONSE']._serialized_end=330
-  _globals['_JOBSTREAMSERVICE']._serialized_start=333
-  _globals['_JOBSTREAMSERVICE']._serialized_end=461
+  _globals['_WATCHJOBREQUEST']._serialized_end=187
+  _globals['_HEARTBEAT']._serialized_start=189
+  _globals['_HEARTBEAT']._serialized_end=245
+  _globals['_WATCHJOBRESPONSE']._serialized_start=247
+  _globals['_WATCHJOBRESPONSE']._serialized_end=354
+  _globals['_JOBSTREAMSERVICE']._serialized_start=357
+  _globals['_JOBSTREAMSERVICE']._serialized_end=485
 # @@protoc_insertion_point(module_scope)

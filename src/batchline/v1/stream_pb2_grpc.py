@@ -48,7 +48,9 @@ class JobStreamServiceServicer:
 
     def WatchJob(self, request, context):
         """The current record first, then every change, then the stream ends after a terminal state.
-        NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies.
+        NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies. With
+        after_sequence, states up to that sequence are skipped: a client that lost its stream
+        re-watches (on any stream replica) with the last sequence it saw and gets only what is new.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -35,7 +35,9 @@ class JobStreamServiceStub:
     def __new__(cls, channel: _aio.Channel) -> JobStreamServiceAsyncStub: ...
     WatchJob: _grpc.UnaryStreamMultiCallable[_stream_pb2.WatchJobRequest, _stream_pb2.WatchJobResponse]
     """The current record first, then every change, then the stream ends after a terminal state.
-    NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies.
+    NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies. With
+    after_sequence, states up to that sequence are skipped: a client that lost its stream
+    re-watches (on any stream replica) with the last sequence it saw and gets only what is new.
     """
 
 @_typing.type_check_only
@@ -45,7 +47,9 @@ class JobStreamServiceAsyncStub(JobStreamServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     WatchJob: _aio.UnaryStreamMultiCallable[_stream_pb2.WatchJobRequest, _stream_pb2.WatchJobResponse]  # type: ignore[assignment]
     """The current record first, then every change, then the stream ends after a terminal state.
-    NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies.
+    NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies. With
+    after_sequence, states up to that sequence are skipped: a client that lost its stream
+    re-watches (on any stream replica) with the last sequence it saw and gets only what is new.
     """
 
 class JobStreamServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -58,7 +62,9 @@ class JobStreamServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_stream_pb2.WatchJobResponse], _abc.AsyncIterator[_stream_pb2.WatchJobResponse]]:
         """The current record first, then every change, then the stream ends after a terminal state.
-        NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies.
+        NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies. With
+        after_sequence, states up to that sequence are skipped: a client that lost its stream
+        re-watches (on any stream replica) with the last sequence it saw and gets only what is new.
         """
 
 def add_JobStreamServiceServicer_to_server(servicer: JobStreamServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file batchline/v1/stream.proto.
  */
 export const file_batchline_v1_stream: GenFile = /*@__PURE__*/
-  fileDesc("ChliYXRjaGxpbmUvdjEvc3RyZWFtLnByb3RvEgxiYXRjaGxpbmUudjEiIQoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSI4CglIZWFydGJlYXQSKwoHc2VudF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiawoQV2F0Y2hKb2JSZXNwb25zZRIgCgNqb2IYASABKAsyES5iYXRjaGxpbmUudjEuSm9iSAASLAoJaGVhcnRiZWF0GAIgASgLMhcuYmF0Y2hsaW5lLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50MoABChBKb2JTdHJlYW1TZXJ2aWNlEmwKCFdhdGNoSm9iEh0uYmF0Y2hsaW5lLnYxLldhdGNoSm9iUmVxdWVzdBoeLmJhdGNobGluZS52MS5XYXRjaEpvYlJlc3BvbnNlIh+C0+STAhkSFy92MS9qb2JzL3tqb2JfaWR9OndhdGNoMAFiBnByb3RvMw", [file_batchline_v1_job, file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChliYXRjaGxpbmUvdjEvc3RyZWFtLnByb3RvEgxiYXRjaGxpbmUudjEiOQoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgCIAEoDSI4CglIZWFydGJlYXQSKwoHc2VudF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiawoQV2F0Y2hKb2JSZXNwb25zZRIgCgNqb2IYASABKAsyES5iYXRjaGxpbmUudjEuSm9iSAASLAoJaGVhcnRiZWF0GAIgASgLMhcuYmF0Y2hsaW5lLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50MoABChBKb2JTdHJlYW1TZXJ2aWNlEmwKCFdhdGNoSm9iEh0uYmF0Y2hsaW5lLnYxLldhdGNoSm9iUmVxdWVzdBoeLmJhdGNobGluZS52MS5XYXRjaEpvYlJlc3BvbnNlIh+C0+STAhkSFy92MS9qb2JzL3tqb2JfaWR9OndhdGNoMAFiBnByb3RvMw", [file_batchline_v1_job, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message batchline.v1.WatchJobRequest
@@ -25,6 +25,14 @@ export type WatchJobRequest = Message<"batchline.v1.WatchJobRequest"> & {
    * @generated from field: string job_id = 1;
    */
   jobId: string;
+
+  /**
+   * The sequence of the last state this client saw (Job.sequence), 0-3; 0 sends everything.
+   * A stream resumed after the terminal state (3) ends at once with nothing to send.
+   *
+   * @generated from field: uint32 after_sequence = 2;
+   */
+  afterSequence: number;
 };
 
 /**
@@ -92,7 +100,9 @@ export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*
 export const JobStreamService: GenService<{
   /**
    * The current record first, then every change, then the stream ends after a terminal state.
-   * NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies.
+   * NOT_FOUND for unknown ids. Heartbeats keep an idle stream alive through proxies. With
+   * after_sequence, states up to that sequence are skipped: a client that lost its stream
+   * re-watches (on any stream replica) with the last sequence it saw and gets only what is new.
    *
    * @generated from rpc batchline.v1.JobStreamService.WatchJob
    */
