@@ -20,6 +20,7 @@ from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import SettingsError, env_int
 from batchline.v1 import inference_pb2_grpc, stream_pb2_grpc
 from ingress import metrics as ingress_metrics
+from ingress.backlog import Backlog
 from ingress.servicer import InferenceServicer
 from ingress.settings import IngressSettings
 from stream.fanout import Fanout
@@ -57,7 +58,8 @@ async def serve(
         port=port,
         keys=ingress_settings.keys,
     )
-    inference = InferenceServicer(ingress_settings, store, broker)
+    backlog = Backlog(store)
+    inference = InferenceServicer(ingress_settings, store, broker, backlog)
     streaming = JobStreamServicer(store, fanout, stream_settings.heartbeat_s)
     server.add(lambda s: inference_pb2_grpc.add_InferenceServiceServicer_to_server(inference, s))
     server.add(lambda s: stream_pb2_grpc.add_JobStreamServiceServicer_to_server(streaming, s))
@@ -67,7 +69,8 @@ async def serve(
     async with asyncio.TaskGroup() as tasks:
         routing = tasks.create_task(fanout.run())
         tasks.create_task(batcher.run(batcher_stop))
-        sampler = tasks.create_task(ingress_metrics.sample_queue(broker, batcher_stop))
+        sampler = tasks.create_task(ingress_metrics.sample_queue(broker, backlog, batcher_stop))
+        tasks.create_task(backlog.run(batcher_stop))
         tasks.create_task(count_tasks(batcher_stop))  # stops with the batcher
         await fanout.subscribed.wait()
         await server.set_serving(True)

@@ -19,6 +19,7 @@ from batchline.redis_store import RedisJobStore
 from batchline.settings import require_distributed
 from batchline.v1 import inference_pb2_grpc
 from ingress import metrics
+from ingress.backlog import Backlog
 from ingress.servicer import InferenceServicer
 from ingress.settings import IngressSettings
 
@@ -38,7 +39,8 @@ async def serve(
     server = GrpcServer(
         [SERVICE_NAME], host=settings.host, port=settings.port, describe=DESCRIBED, keys=settings.keys
     )
-    servicer = InferenceServicer(settings, store, broker)
+    backlog = Backlog(store)
+    servicer = InferenceServicer(settings, store, broker, backlog)
     server.add(lambda s: inference_pb2_grpc.add_InferenceServiceServicer_to_server(servicer, s))
     await server.start()
     serve_metrics(settings.metrics_port)
@@ -48,7 +50,8 @@ async def serve(
     try:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(watch_dependencies(server, [store.ping, broker.ping], stop))
-            tasks.create_task(metrics.sample_queue(broker, stop))
+            tasks.create_task(backlog.run(stop))
+            tasks.create_task(metrics.sample_queue(broker, backlog, stop))
             tasks.create_task(count_tasks(stop))
             await stop.wait()
             log.info("draining", extra={"grace_s": settings.shutdown_grace_s})

@@ -13,6 +13,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from batchline.broker import Broker
 from batchline.errors import BatchlineError, InvalidArgument, QueueFull, Unavailable
+from ingress.backlog import Backlog
 
 SUBMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -29,6 +30,10 @@ SUBMIT_SECONDS = Histogram(
 )
 QUEUE_DEPTH = Gauge("batchline_queue_depth", "Messages ready in the request queue (sampled)")
 DEAD_LETTER_DEPTH = Gauge("batchline_dead_letter_depth", "Messages in the dead-letter queue (sampled)")
+DRAIN_RATE = Gauge("batchline_queue_drain_rate", "Jobs leaving the queue per second, over the last 30 s")
+DRAIN_SECONDS = Gauge(
+    "batchline_queue_drain_seconds", "Time to empty the queue at the measured drain rate (-1: none measured)"
+)
 
 OUTCOMES: dict[type[BatchlineError], str] = {
     InvalidArgument: "invalid",
@@ -58,12 +63,15 @@ def measured(rpc: str) -> Iterator[Outcome]:
         SUBMIT_SECONDS.labels(rpc).observe(time.perf_counter() - started)
 
 
-async def sample_queue(broker: Broker, stop: asyncio.Event, every_s: float = 5.0) -> None:
-    """Keep the queue-depth gauges fresh (one passive declare per interval)."""
+async def sample_queue(broker: Broker, backlog: Backlog, stop: asyncio.Event, every_s: float = 5.0) -> None:
+    """Keep the queue gauges fresh (one passive declare per interval)."""
     while not stop.is_set():
         with contextlib.suppress(BatchlineError):
             ready, dead = await broker.depth()
             QUEUE_DEPTH.set(ready)
             DEAD_LETTER_DEPTH.set(dead)
+            DRAIN_RATE.set(backlog.rate() or 0.0)
+            drain = backlog.drain_s(ready)
+            DRAIN_SECONDS.set(-1.0 if drain is None else drain)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)

@@ -17,6 +17,7 @@ from batchline.errors import BatchlineError, NotFound, QueueFull, Unavailable
 from batchline.store import JobStore
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
 from ingress import metrics, validation
+from ingress.backlog import Backlog
 from ingress.settings import IngressSettings
 
 log = logging.getLogger(__name__)
@@ -27,11 +28,26 @@ Context = grpc.aio.ServicerContext[object, object]
 class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     """Write before publish: every job is stored QUEUED before its task reaches RabbitMQ."""
 
-    def __init__(self, settings: IngressSettings, store: JobStore, broker: Broker) -> None:
+    def __init__(self, settings: IngressSettings, store: JobStore, broker: Broker, backlog: Backlog) -> None:
         self._settings = settings
         self._store = store
         self._broker = broker
+        self._backlog = backlog
         self._inflight = 0
+        self._full_until = 0.0  # monotonic time until which the queue counts as full
+
+    def _check_room(self) -> None:
+        """Refuse at once while RabbitMQ refused a publish a moment ago (queue_full_hold_s). The
+        hold runs from RabbitMQ's refusal only, so the queue is asked again soon after."""
+        if time.monotonic() < self._full_until:
+            refused = QueueFull(f"queue {self._settings.broker.queue} is full")
+            refused.retry_after_s = self._retry_after_s()
+            raise refused
+
+    def _retry_after_s(self) -> float:
+        """The time the queue takes to free a tenth of its places at the measured drain rate, so
+        refused clients come back as room is made instead of all at once."""
+        return self._backlog.retry_after_s(max(1, self._settings.broker.max_length // 10))
 
     @contextmanager
     def _permit(self) -> Iterator[None]:
@@ -68,6 +84,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         validation.check_idempotency_key(request.idempotency_key)
         idempotency_key = access.scoped(request.idempotency_key)
         with self._permit():
+            self._check_room()
             task = self._task(text, request.options)
             job, created = await self._store.create(codec.queued_job(task), idempotency_key)
             if not created:
@@ -79,11 +96,19 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             [error] = await self._broker.publish([task])
             if error is not None:
                 await self._forget([task.job_id], idempotency_key)
-                raise error
+                raise self._refusal(error)
             if idempotency_key:  # only a retry with the key can find this job again
                 await self._store.mark_published(task.job_id)
             log.debug("job accepted", extra={"job_id": job.job_id})
             return _answer(job)
+
+    def _refusal(self, error: BatchlineError) -> BatchlineError:
+        """What a failed publish answers. A full queue's refusal starts the hold and carries a
+        retry delay from the measured drain rate."""
+        if isinstance(error, QueueFull):
+            self._full_until = time.monotonic() + self._settings.queue_full_hold_s
+            error.retry_after_s = self._retry_after_s()
+        return error
 
     async def _ensure_published(self, job: job_pb2.Job, text: str) -> None:
         """An idempotent retry found its job QUEUED. If the call that stored it never published
@@ -126,6 +151,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         )
         validation.check_options(request.options)
         with self._permit():
+            self._check_room()
             tasks = [self._task(text, request.options) for text in texts]
             jobs = [codec.queued_job(task) for task in tasks]
             await self._store.create_many(jobs)
@@ -133,7 +159,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             failed = [e for e in errors if e is not None]
             if failed:
                 await self._undo_batch(jobs, errors)
-                raise next((e for e in failed if isinstance(e, QueueFull)), failed[0])
+                raise self._refusal(next((e for e in failed if isinstance(e, QueueFull)), failed[0]))
             log.debug("batch accepted", extra={"jobs": len(jobs)})
             return inference_pb2.SubmitBatchResponse(jobs=[_answer(job) for job in jobs])
 
@@ -161,7 +187,13 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     async def GetJob(
         self, request: inference_pb2.GetJobRequest, context: Context
     ) -> inference_pb2.GetJobResponse:
-        return inference_pb2.GetJobResponse(job=await self._existing(request.job_id))
+        job = await self._existing(request.job_id)
+        response = inference_pb2.GetJobResponse(job=job)
+        if job.status == codec.QUEUED and (position := await self._store.queue_position(job.job_id)):
+            response.queue_position = position
+            if (eta := self._backlog.eta_s(position)) is not None:
+                response.eta.FromNanoseconds(int(eta * 1e9))
+        return response
 
     async def CancelJob(
         self, request: inference_pb2.CancelJobRequest, context: Context

@@ -102,6 +102,7 @@ class _Record:
     data: bytes
     expires_at: float
     published: bool = False  # its task is in the queue (see JobStore.mark_published)
+    entered: int = 0  # its number in the order jobs entered the queue
 
 
 @dataclass
@@ -114,6 +115,8 @@ class MemoryJobStore:
     _subscribers: set[asyncio.Queue[Job]] = field(default_factory=set)
     _stats: StatsSnapshot = field(default_factory=StatsSnapshot)
     _writes_since_sweep: int = 0
+    _entered: int = 0  # jobs stored QUEUED
+    _left: int = 0  # jobs that left QUEUED (started, finished, discarded)
 
     async def ping(self) -> None:
         return None
@@ -130,6 +133,8 @@ class MemoryJobStore:
                     return found, False
             self._idempotency[idempotency_key] = (job.job_id, time.monotonic() + self.job_ttl_s)
         self._put(job)
+        self._entered += 1
+        self._records[job.job_id].entered = self._entered
         return job, True
 
     async def create_many(self, jobs: Sequence[Job]) -> None:
@@ -137,7 +142,9 @@ class MemoryJobStore:
             await self.create(job)
 
     async def discard(self, job_id: str, idempotency_key: str = "") -> None:
-        self._records.pop(job_id, None)
+        record = self._records.pop(job_id, None)
+        if record is not None and record.status == codec.QUEUED:
+            self._left += 1
         if idempotency_key and self._idempotency.get(idempotency_key, ("",))[0] == job_id:
             del self._idempotency[idempotency_key]
 
@@ -154,7 +161,10 @@ class MemoryJobStore:
         current = self._live(job.job_id)
         if current is None or codec.rank(job.status) <= codec.rank(current.status):
             return False
+        if current.status == codec.QUEUED:
+            self._left += 1
         self._put(job)
+        self._records[job.job_id].entered = current.entered
         if codec.is_terminal(job.status):
             name = job_pb2.JobStatus.Name(job.status)
             self._stats.finished[name] = self._stats.finished.get(name, 0) + 1
@@ -180,6 +190,15 @@ class MemoryJobStore:
     async def get(self, job_id: str) -> Job | None:
         record = self._live(job_id)
         return None if record is None else Job.FromString(record.data)
+
+    async def left_queue(self) -> int:
+        return self._left
+
+    async def queue_position(self, job_id: str) -> int | None:
+        record = self._live(job_id)
+        if record is None or record.status != codec.QUEUED:
+            return None
+        return max(1, record.entered - self._left)
 
     async def statuses(self, job_ids: Sequence[str]) -> list[int | None]:
         return [None if (r := self._live(i)) is None else r.status for i in job_ids]

@@ -11,7 +11,7 @@ TASK_TYPE: Final = "batchline.v1.InferenceTask"
 
 # Redis: every key starts with the configured prefix (KEY_PREFIX by default).
 KEY_PREFIX: Final = "batchline:"
-JOB_KEY: Final = "job:"  # hash {s: status number, d: Job bytes}
+JOB_KEY: Final = "job:"  # hash {s: status number, d: Job bytes, t: place in the queue's order}
 IDEMPOTENCY_KEY: Final = "idem:"  # string -> job id
 EVENTS_CHANNEL: Final = "job-events"  # pub/sub, carries JobEvent bytes
 STATS_WORKERS: Final = "stats:workers"  # set of worker names
@@ -19,6 +19,8 @@ STATS_WORKER: Final = "stats:worker:"  # hash per worker: batches, jobs, tokens,
 STATS_BATCH_SIZES: Final = "stats:batch-sizes"  # hash size -> batches
 STATS_CLOSE_REASONS: Final = "stats:close-reasons"  # hash reason name -> batches
 STATS_FINISHED: Final = "stats:finished"  # hash status name -> jobs
+QUEUE_ENTERED: Final = "queue:entered"  # counter: jobs stored QUEUED; each record keeps its number (t)
+QUEUE_LEFT: Final = "queue:left"  # counter: jobs that left QUEUED (started, finished, discarded)
 
 # Default ports
 INGRESS_PORT: Final = 50051

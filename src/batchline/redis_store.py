@@ -20,8 +20,9 @@ from batchline.store import BatchRecord, OnSubscribed, StatsSnapshot, WorkerCoun
 
 log = logging.getLogger(__name__)
 
-# Create a QUEUED record unless the id exists; with an idempotency key, the first job wins.
-# KEYS: job, idempotency key. ARGV: status, record, ttl ms, job id, use-key flag.
+# Create a QUEUED record unless the id exists; with an idempotency key, the first job wins. The
+# record keeps its number in the order jobs entered the queue (t), for its queue position.
+# KEYS: job, idempotency key, entered counter. ARGV: status, record, ttl ms, job id, use-key flag.
 CREATE_LUA = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, ARGV[4]} end
 if ARGV[5] == '1' then
@@ -29,18 +30,20 @@ if ARGV[5] == '1' then
   if existing then return {0, existing} end
   redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
 end
-redis.call('HSET', KEYS[1], 's', ARGV[1], 'd', ARGV[2])
+redis.call('HSET', KEYS[1], 's', ARGV[1], 'd', ARGV[2], 't', redis.call('INCR', KEYS[3]))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, ARGV[4]}
 """
 
-# Write only if the status moves forward (rank = min(status, 3)); publish only if written.
-# KEYS: job, finished counters. ARGV: status, record, ttl ms, channel, event, status name.
+# Write only if the status moves forward (rank = min(status, 3)); publish only if written; count
+# a job leaving QUEUED. KEYS: job, finished counters, left counter.
+# ARGV: status, record, ttl ms, channel, event, status name.
 TRANSITION_LUA = """
 local cur = redis.call('HGET', KEYS[1], 's')
 if not cur then return 0 end
 local new = tonumber(ARGV[1])
 if math.min(new, 3) <= math.min(tonumber(cur), 3) then return 0 end
+if cur == '1' then redis.call('INCR', KEYS[3]) end
 redis.call('HSET', KEYS[1], 's', ARGV[1], 'd', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if new >= 3 then redis.call('HINCRBY', KEYS[2], ARGV[6], 1) end
@@ -48,8 +51,8 @@ redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
 
-# Remove a record and the idempotency key that points to it.
-# KEYS: job, idempotency key. ARGV: job id.
+# Remove a record (counted as leaving the queue) and the idempotency key that points to it.
+# KEYS: job, idempotency key, left counter. ARGV: job id.
 # Mark a job's task published: a field of the job's own hash, so it expires with the record;
 # never on a record that is gone (HSET alone would create a hash with no TTL). KEYS: job.
 MARK_PUBLISHED_LUA = """
@@ -58,6 +61,7 @@ return 1
 """
 
 DISCARD_LUA = """
+if redis.call('HGET', KEYS[1], 's') == '1' then redis.call('INCR', KEYS[3]) end
 redis.call('DEL', KEYS[1])
 if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 return 1
@@ -72,6 +76,8 @@ class RedisJobStore:
         self._prefix = settings.key_prefix
         self._ttl_ms = settings.job_ttl_s * 1000
         self.channel = self._prefix + names.EVENTS_CHANNEL
+        self._entered = self._prefix + names.QUEUE_ENTERED
+        self._left = self._prefix + names.QUEUE_LEFT
         # redis-py's default pool refuses a command outright once its connections are all busy
         # (MaxConnectionsError); a blocking pool makes the command wait for one instead.
         pool = aioredis.BlockingConnectionPool.from_url(
@@ -109,7 +115,7 @@ class RedisJobStore:
     async def create(self, job: Job, idempotency_key: str = "") -> tuple[Job, bool]:
         try:
             created, job_id = await self._create(
-                keys=[self.job_key(job.job_id), self._idem_key(idempotency_key)],
+                keys=[self.job_key(job.job_id), self._idem_key(idempotency_key), self._entered],
                 args=[
                     job.status,
                     codec.encode_record(job),
@@ -132,7 +138,7 @@ class RedisJobStore:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for job in jobs:
                     await self._create(
-                        keys=[self.job_key(job.job_id), self._idem_key("")],
+                        keys=[self.job_key(job.job_id), self._idem_key(""), self._entered],
                         args=[job.status, codec.encode_record(job), self._ttl_ms, job.job_id, 0],
                         client=pipe,
                     )
@@ -142,7 +148,9 @@ class RedisJobStore:
 
     async def discard(self, job_id: str, idempotency_key: str = "") -> None:
         try:
-            await self._discard(keys=[self.job_key(job_id), self._idem_key(idempotency_key)], args=[job_id])
+            await self._discard(
+                keys=[self.job_key(job_id), self._idem_key(idempotency_key), self._left], args=[job_id]
+            )
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
 
@@ -160,7 +168,7 @@ class RedisJobStore:
 
     def _transition_args(self, job: Job) -> dict[str, Any]:
         return {
-            "keys": [self.job_key(job.job_id), self._prefix + names.STATS_FINISHED],
+            "keys": [self.job_key(job.job_id), self._prefix + names.STATS_FINISHED, self._left],
             "args": [
                 job.status,
                 codec.encode_record(job),
@@ -207,6 +215,24 @@ class RedisJobStore:
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
         return None if data is None else Job.FromString(data)
+
+    async def left_queue(self) -> int:
+        try:
+            return int(await self._redis.get(self._left) or 0)
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+
+    async def queue_position(self, job_id: str) -> int | None:
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(self.job_key(job_id), ["s", "t"])
+                pipe.get(self._left)
+                (status, entered), left = await pipe.execute()
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+        if status != str(codec.QUEUED).encode() or entered is None:
+            return None
+        return max(1, int(entered) - int(left or 0))
 
     async def statuses(self, job_ids: Sequence[str]) -> list[int | None]:
         try:

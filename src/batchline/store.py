@@ -78,6 +78,14 @@ class JobStore(Protocol):
     async def get(self, job_id: str) -> Job | None:
         """The record, or None for unknown or expired ids."""
 
+    async def left_queue(self) -> int:
+        """Jobs that have left QUEUED (started, finished or discarded) since counting began."""
+
+    async def queue_position(self, job_id: str) -> int | None:
+        """A queued job's approximate place in the queue, 1 = next; None unless QUEUED. Jobs are
+        numbered as they enter, so place = own number - jobs that have left (priorities and
+        batch formation reorder a little within a batcher's window)."""
+
     async def statuses(self, job_ids: Sequence[str]) -> list[int | None]:
         """Current status of each id (None when unknown), in one round trip."""
 

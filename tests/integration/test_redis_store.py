@@ -136,3 +136,17 @@ async def test_published_is_a_mark_on_the_record_and_never_creates_one(store: Re
     assert await store.published("pub-1")
     await store.mark_published("gone")  # a record that is not there stays not there
     assert await store.get("gone") is None and not await store.published("gone")
+
+
+async def test_queue_positions_count_the_jobs_still_ahead(store: RedisJobStore) -> None:
+    ids = [f"q{i}" for i in range(4)]
+    await store.create(job_pb2.Job(job_id=ids[0], status=codec.QUEUED))
+    await store.create_many([job_pb2.Job(job_id=i, status=codec.QUEUED) for i in ids[1:]])
+    assert [await store.queue_position(i) for i in ids] == [1, 2, 3, 4]
+    assert await store.transition(job_pb2.Job(job_id=ids[0], status=codec.RUNNING))
+    await store.discard(ids[1])
+    assert [await store.queue_position(i) for i in ids] == [None, None, 1, 2]
+    assert await store.transition(job_pb2.Job(job_id=ids[0], status=codec.DONE))  # not a queue exit
+    assert await store.left_queue() == 2
+    stored = await store.get(ids[0])
+    assert stored is not None and stored.sequence == 3  # stamped by the store on every write

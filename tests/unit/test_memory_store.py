@@ -64,3 +64,18 @@ async def test_memory_broker_is_bounded_and_requeues() -> None:
     assert again.message_id == first.message_id and again.attempt == 2
     await again.requeue()  # past the delivery limit: dead-lettered
     assert (await broker.depth()) == (1, 1)
+
+
+async def test_queue_positions_count_the_jobs_still_ahead_and_sequences_are_stamped() -> None:
+    store = MemoryJobStore()
+    for name in "abcd":
+        await store.create(job(name, codec.QUEUED))
+    assert [await store.queue_position(n) for n in "abcd"] == [1, 2, 3, 4]
+    assert await store.transition(job("a", codec.RUNNING))  # started: left the queue
+    await store.discard("b")  # never published: left too
+    assert [await store.queue_position(n) for n in "abcd"] == [None, None, 1, 2]
+    assert await store.left_queue() == 2
+    assert await store.transition(job("a", codec.DONE))  # RUNNING -> DONE: not a queue exit
+    assert await store.left_queue() == 2
+    stored = await store.get("a")
+    assert stored is not None and stored.sequence == 3

@@ -27,7 +27,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x62\x61tchline/v1/inference.proto\x12\x0c\x62\x61tchline.v1\x1a\x16\x62\x61tchline/v1/job.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\"d\n\rSubmitRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12,\n\x07options\x18\x03 \x01(\x0b\x32\x1b.batchline.v1.SubmitOptions\"\x86\x01\n\x0eSubmitResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x06status\x18\x02 \x01(\x0e\x32\x17.batchline.v1.JobStatus\x12\x12\n\nstatus_url\x18\x03 \x01(\t\x12\x11\n\twatch_url\x18\x04 \x01(\t\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x05 \x01(\x08\"Q\n\x12SubmitBatchRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12,\n\x07options\x18\x02 \x01(\x0b\x32\x1b.batchline.v1.SubmitOptions\"A\n\x13SubmitBatchResponse\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.batchline.v1.SubmitResponse\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"0\n\x0eGetJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.batchline.v1.Job\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"3\n\x11\x43\x61ncelJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.batchline.v1.Job\"\x11\n\x0fGetStatsRequest\"\x95\x01\n\x0bWorkerStats\x12\x0e\n\x06worker\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61tches\x18\x02 \x01(\x03\x12\x0c\n\x04jobs\x18\x03 \x01(\x03\x12\x13\n\x0breal_tokens\x18\x04 \x01(\x03\x12\x15\n\rpadded_tokens\x18\x05 \x01(\x03\x12\x14\n\x0cinference_ms\x18\x06 \x01(\x01\x12\x15\n\rqueue_wait_ms\x18\x07 \x01(\x01\"\x8c\x05\n\x10GetStatsResponse\x12\x0f\n\x07\x62\x61tches\x18\x01 \x01(\x03\x12\x0c\n\x04jobs\x18\x02 \x01(\x03\x12>\n\x08\x66inished\x18\x03 \x03(\x0b\x32,.batchline.v1.GetStatsResponse.FinishedEntry\x12T\n\x14\x62\x61tch_size_histogram\x18\x04 \x03(\x0b\x32\x36.batchline.v1.GetStatsResponse.BatchSizeHistogramEntry\x12G\n\rclose_reasons\x18\x05 \x03(\x0b\x32\x30.batchline.v1.GetStatsResponse.CloseReasonsEntry\x12\x1a\n\x12padding_efficiency\x18\x06 \x01(\x01\x12\x13\n\x0bqueue_depth\x18\x07 \x01(\x03\x12\x19\n\x11\x64\x65\x61\x64_letter_depth\x18\x08 \x01(\x03\x12*\n\x07workers\x18\t \x03(\x0b\x32\x19.batchline.v1.WorkerStats\x12\x19\n\x11mean_inference_ms\x18\n \x01(\x01\x12*\n\x07\x65lapsed\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1a\n\x12mean_queue_wait_ms\x18\x0c \x01(\x01\x1a/\n\rFinishedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x39\n\x17\x42\x61tchSizeHistogramEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x33\n\x11\x43loseReasonsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x32\x8e\x04\n\x10InferenceService\x12Y\n\x06Submit\x12\x1b.batchline.v1.SubmitRequest\x1a\x1c.batchline.v1.SubmitResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\"\t/v1/infer:\x01*\x12n\n\x0bSubmitBatch\x12 .batchline.v1.SubmitBatchRequest\x1a!.batchline.v1.SubmitBatchResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/v1/infer:batch:\x01*\x12^\n\x06GetJob\x12\x1b.batchline.v1.GetJobRequest\x1a\x1c.batchline.v1.GetJobResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/jobs/{job_id}\x12q\n\tCancelJob\x12\x1e.batchline.v1.CancelJobRequest\x1a\x1f.batchline.v1.CancelJobResponse\"#\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/jobs/{job_id}:cancel:\x01*\x12\\\n\x08GetStats\x12\x1d.batchline.v1.GetStatsRequest\x1a\x1e.batchline.v1.GetStatsResponse\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/statsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x62\x61tchline/v1/inference.proto\x12\x0c\x62\x61tchline.v1\x1a\x16\x62\x61tchline/v1/job.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\"d\n\rSubmitRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12,\n\x07options\x18\x03 \x01(\x0b\x32\x1b.batchline.v1.SubmitOptions\"\x86\x01\n\x0eSubmitResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x06status\x18\x02 \x01(\x0e\x32\x17.batchline.v1.JobStatus\x12\x12\n\nstatus_url\x18\x03 \x01(\t\x12\x11\n\twatch_url\x18\x04 \x01(\t\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x05 \x01(\x08\"Q\n\x12SubmitBatchRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12,\n\x07options\x18\x02 \x01(\x0b\x32\x1b.batchline.v1.SubmitOptions\"A\n\x13SubmitBatchResponse\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.batchline.v1.SubmitResponse\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"p\n\x0eGetJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.batchline.v1.Job\x12\x16\n\x0equeue_position\x18\x02 \x01(\r\x12&\n\x03\x65ta\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"3\n\x11\x43\x61ncelJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.batchline.v1.Job\"\x11\n\x0fGetStatsRequest\"\x95\x01\n\x0bWorkerStats\x12\x0e\n\x06worker\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61tches\x18\x02 \x01(\x03\x12\x0c\n\x04jobs\x18\x03 \x01(\x03\x12\x13\n\x0breal_tokens\x18\x04 \x01(\x03\x12\x15\n\rpadded_tokens\x18\x05 \x01(\x03\x12\x14\n\x0cinference_ms\x18\x06 \x01(\x01\x12\x15\n\rqueue_wait_ms\x18\x07 \x01(\x01\"\x8c\x05\n\x10GetStatsResponse\x12\x0f\n\x07\x62\x61tches\x18\x01 \x01(\x03\x12\x0c\n\x04jobs\x18\x02 \x01(\x03\x12>\n\x08\x66inished\x18\x03 \x03(\x0b\x32,.batchline.v1.GetStatsResponse.FinishedEntry\x12T\n\x14\x62\x61tch_size_histogram\x18\x04 \x03(\x0b\x32\x36.batchline.v1.GetStatsResponse.BatchSizeHistogramEntry\x12G\n\rclose_reasons\x18\x05 \x03(\x0b\x32\x30.batchline.v1.GetStatsResponse.CloseReasonsEntry\x12\x1a\n\x12padding_efficiency\x18\x06 \x01(\x01\x12\x13\n\x0bqueue_depth\x18\x07 \x01(\x03\x12\x19\n\x11\x64\x65\x61\x64_letter_depth\x18\x08 \x01(\x03\x12*\n\x07workers\x18\t \x03(\x0b\x32\x19.batchline.v1.WorkerStats\x12\x19\n\x11mean_inference_ms\x18\n \x01(\x01\x12*\n\x07\x65lapsed\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1a\n\x12mean_queue_wait_ms\x18\x0c \x01(\x01\x1a/\n\rFinishedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x39\n\x17\x42\x61tchSizeHistogramEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x33\n\x11\x43loseReasonsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x32\x8e\x04\n\x10InferenceService\x12Y\n\x06Submit\x12\x1b.batchline.v1.SubmitRequest\x1a\x1c.batchline.v1.SubmitResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\"\t/v1/infer:\x01*\x12n\n\x0bSubmitBatch\x12 .batchline.v1.SubmitBatchRequest\x1a!.batchline.v1.SubmitBatchResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/v1/infer:batch:\x01*\x12^\n\x06GetJob\x12\x1b.batchline.v1.GetJobRequest\x1a\x1c.batchline.v1.GetJobResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/jobs/{job_id}\x12q\n\tCancelJob\x12\x1e.batchline.v1.CancelJobRequest\x1a\x1f.batchline.v1.CancelJobResponse\"#\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/jobs/{job_id}:cancel:\x01*\x12\\\n\x08GetStats\x12\x1d.batchline.v1.GetStatsRequest\x1a\x1e.batchline.v1.GetStatsResponse\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/statsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -61,23 +61,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETJOBREQUEST']._serialized_start=521
   _globals['_GETJOBREQUEST']._serialized_end=552
   _globals['_GETJOBRESPONSE']._serialized_start=554
-  _globals['_GETJOBRESPONSE']._serialized_end=602
-  _globals['_CANCELJOBREQUEST']._serialized_start=604
-  _globals['_CANCELJOBREQUEST']._serialized_end=638
-  _globals['_CANCELJOBRESPONSE']._serialized_start=640
-  _globals['_CANCELJOBRESPONSE']._serialized_end=691
-  _globals['_GETSTATSREQUEST']._serialized_start=693
-  _globals['_GETSTATSREQUEST']._serialized_end=710
-  _globals['_WORKERSTATS']._serialized_start=713
-  _globals['_WORKERSTATS']._serialized_end=862
-  _globals['_GETSTATSRESPONSE']._serialized_start=865
-  _globals['_GETSTATSRESPONSE']._serialized_end=1517
-  _globals['_GETSTATSRESPONSE_FINISHEDENTRY']._serialized_start=1358
-  _globals['_GETSTATSRESPONSE_FINISHEDENTRY']._serialized_end=1405
-  _globals['_GETSTATSRESPONSE_BATCHSIZEHISTOGRAMENTRY']._serialized_start=1407
-  _globals['_GETSTATSRESPONSE_BATCHSIZEHISTOGRAMENTRY']._serialized_end=1464
-  _globals['_GETSTATSRESPONSE_CLOSEREASONSENTRY']._serialized_start=1466
-  _globals['_GETSTATSRESPONSE_CLOSEREASONSENTRY']._serialized_end=1517
-  _globals['_INFERENCESERVICE']._serialized_start=1520
-  _globals['_INFERENCESERVICE']._serialized_end=2046
+  _globals['_GETJOBRESPONSE']._serialized_end=666
+  _globals['_CANCELJOBREQUEST']._serialized_start=668
+  _globals['_CANCELJOBREQUEST']._serialized_end=702
+  _globals['_CANCELJOBRESPONSE']._serialized_start=704
+  _globals['_CANCELJOBRESPONSE']._serialized_end=755
+  _globals['_GETSTATSREQUEST']._serialized_start=757
+  _globals['_GETSTATSREQUEST']._serialized_end=774
+  _globals['_WORKERSTATS']._serialized_start=777
+  _globals['_WORKERSTATS']._serialized_end=926
+  _globals['_GETSTATSRESPONSE']._serialized_start=929
+  _globals['_GETSTATSRESPONSE']._serialized_end=1581
+  _globals['_GETSTATSRESPONSE_FINISHEDENTRY']._serialized_start=1422
+  _globals['_GETSTATSRESPONSE_FINISHEDENTRY']._serialized_end=1469
+  _globals['_GETSTATSRESPONSE_BATCHSIZEHISTOGRAMENTRY']._serialized_start=1471
+  _globals['_GETSTATSRESPONSE_BATCHSIZEHISTOGRAMENTRY']._serialized_end=1528
+  _globals['_GETSTATSRESPONSE_CLOSEREASONSENTRY']._serialized_start=1530
+  _globals['_GETSTATSRESPONSE_CLOSEREASONSENTRY']._serialized_end=1581
+  _globals['_INFERENCESERVICE']._serialized_start=1584
+  _globals['_INFERENCESERVICE']._serialized_end=2110
 # @@protoc_insertion_point(module_scope)

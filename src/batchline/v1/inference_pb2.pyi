@@ -157,16 +157,28 @@ class GetJobResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOB_FIELD_NUMBER: _builtins.int
+    QUEUE_POSITION_FIELD_NUMBER: _builtins.int
+    ETA_FIELD_NUMBER: _builtins.int
+    queue_position: _builtins.int
+    """Set while the job is QUEUED: its approximate place in the queue, 1 = next to start."""
     @_builtins.property
     def job(self) -> _job_pb2.Job: ...
+    @_builtins.property
+    def eta(self) -> _duration_pb2.Duration:
+        """Set while the job is QUEUED and the queue's drain rate is measured: about how long until it
+        starts (queue_position / jobs leaving the queue per second over the last 30 s).
+        """
+
     def __init__(
         self,
         *,
         job: _job_pb2.Job | None = ...,
+        queue_position: _builtins.int = ...,
+        eta: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["eta", b"eta", "job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["eta", b"eta", "job", b"job", "queue_position", b"queue_position"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

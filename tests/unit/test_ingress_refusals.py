@@ -1,0 +1,74 @@
+"""A full queue is refused cheaply: after RabbitMQ refuses one publish, the ingress refuses new
+jobs at once for queue_full_hold_s, without a round trip to the store or the broker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from batchline.errors import BatchlineError, QueueFull
+from batchline.memory import MemoryBroker, MemoryJobStore
+from batchline.settings import BrokerSettings
+from batchline.v1 import inference_pb2, job_pb2
+from ingress.backlog import UNMEASURED_RETRY_S, Backlog
+from ingress.servicer import InferenceServicer
+from ingress.settings import IngressSettings
+
+
+class CountingBroker(MemoryBroker):
+    def __init__(self, max_length: int) -> None:
+        super().__init__(max_length)
+        self.publishes = 0
+
+    async def publish(self, tasks: Sequence[job_pb2.InferenceTask]) -> list[BatchlineError | None]:
+        self.publishes += 1
+        return await super().publish(tasks)
+
+
+def servicer(hold_s: float) -> tuple[InferenceServicer, MemoryJobStore, CountingBroker]:
+    store, broker = MemoryJobStore(), CountingBroker(max_length=1)
+    settings = IngressSettings(broker=BrokerSettings(max_length=1), queue_full_hold_s=hold_s)
+    return InferenceServicer(settings, store, broker, Backlog(store)), store, broker
+
+
+async def submit(ingress: InferenceServicer, text: str) -> Any:
+    return await ingress.Submit(inference_pb2.SubmitRequest(text=text), None)  # type: ignore[arg-type]
+
+
+async def test_after_a_refused_publish_the_next_jobs_are_refused_without_a_round_trip() -> None:
+    ingress, store, broker = servicer(hold_s=0.2)
+    await submit(ingress, "fits")
+    with pytest.raises(QueueFull):
+        await submit(ingress, "refused by the broker")
+    assert broker.publishes == 2
+    for _ in range(5):
+        with pytest.raises(QueueFull) as held:
+            await submit(ingress, "refused at once")
+        assert held.value.retry_after_s == UNMEASURED_RETRY_S  # it still tells the client when to retry
+    with pytest.raises(QueueFull):
+        await ingress.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=["a", "b"]), None)  # type: ignore[arg-type]
+    assert broker.publishes == 2  # none of those reached the broker
+    assert await store.left_queue() == 1  # and none stored a record (the broker's refusal was discarded)
+
+
+async def test_the_hold_ends_and_the_broker_is_asked_again() -> None:
+    ingress, _, broker = servicer(hold_s=0.05)
+    await submit(ingress, "fits")
+    with pytest.raises(QueueFull):
+        await submit(ingress, "refused by the broker")
+    await asyncio.sleep(0.06)
+    with pytest.raises(QueueFull):
+        await submit(ingress, "asked again")
+    assert broker.publishes == 3
+
+
+async def test_no_hold_when_it_is_off() -> None:
+    ingress, _, broker = servicer(hold_s=0.0)
+    await submit(ingress, "fits")
+    for _ in range(3):
+        with pytest.raises(QueueFull):
+            await submit(ingress, "each asks the broker")
+    assert broker.publishes == 4
