@@ -58,6 +58,11 @@ class Backlog:
         rate = self.rate()
         return depth / rate if rate else None
 
+    async def oldest_age_s(self) -> float:
+        """How long the oldest job still QUEUED has waited; 0 when none waits."""
+        accepted = await self.store.oldest_queued_s()
+        return 0.0 if accepted is None else max(0.0, time.time() - accepted)
+
     def retry_after_s(self, room: int) -> float:
         """How long a client refused at a full queue should wait: the time the queue takes to
         make `room` places at the measured rate, within [MIN_RETRY_S, MAX_RETRY_S]."""

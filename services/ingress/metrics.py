@@ -31,6 +31,9 @@ SUBMIT_SECONDS = Histogram(
 QUEUE_DEPTH = Gauge("batchline_queue_depth", "Messages ready in the request queue (sampled)")
 DEAD_LETTER_DEPTH = Gauge("batchline_dead_letter_depth", "Messages in the dead-letter queue (sampled)")
 DRAIN_RATE = Gauge("batchline_queue_drain_rate", "Jobs leaving the queue per second, over the last 30 s")
+OLDEST_QUEUED_SECONDS = Gauge(
+    "batchline_queue_oldest_age_seconds", "How long the oldest job still QUEUED has waited (sampled)"
+)
 DRAIN_SECONDS = Gauge(
     "batchline_queue_drain_seconds", "Time to empty the queue at the measured drain rate (-1: none measured)"
 )
@@ -73,5 +76,6 @@ async def sample_queue(broker: Broker, backlog: Backlog, stop: asyncio.Event, ev
             DRAIN_RATE.set(backlog.rate() or 0.0)
             drain = backlog.drain_s(ready)
             DRAIN_SECONDS.set(-1.0 if drain is None else drain)
+            OLDEST_QUEUED_SECONDS.set(await backlog.oldest_age_s())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)

@@ -117,6 +117,7 @@ class MemoryJobStore:
     _writes_since_sweep: int = 0
     _entered: int = 0  # jobs stored QUEUED
     _left: int = 0  # jobs that left QUEUED (started, finished, discarded)
+    _waiting: dict[str, float] = field(default_factory=dict)  # queued job id -> accepted at, in order
 
     async def ping(self) -> None:
         return None
@@ -135,6 +136,7 @@ class MemoryJobStore:
         self._put(job)
         self._entered += 1
         self._records[job.job_id].entered = self._entered
+        self._waiting[job.job_id] = codec.seconds(job.trace.accepted_at)
         return job, True
 
     async def create_many(self, jobs: Sequence[Job]) -> None:
@@ -145,6 +147,7 @@ class MemoryJobStore:
         record = self._records.pop(job_id, None)
         if record is not None and record.status == codec.QUEUED:
             self._left += 1
+            self._waiting.pop(job_id, None)
         if idempotency_key and self._idempotency.get(idempotency_key, ("",))[0] == job_id:
             del self._idempotency[idempotency_key]
 
@@ -163,6 +166,7 @@ class MemoryJobStore:
             return False
         if current.status == codec.QUEUED:
             self._left += 1
+            self._waiting.pop(job.job_id, None)
         self._put(job)
         self._records[job.job_id].entered = current.entered
         if codec.is_terminal(job.status):
@@ -193,6 +197,14 @@ class MemoryJobStore:
 
     async def left_queue(self) -> int:
         return self._left
+
+    async def oldest_queued_s(self) -> float | None:
+        while self._waiting:
+            job_id, accepted = next(iter(self._waiting.items()))  # insertion order is acceptance order
+            if self._live(job_id) is not None:
+                return accepted
+            del self._waiting[job_id]  # expired while queued
+        return None
 
     async def queue_position(self, job_id: str) -> int | None:
         record = self._live(job_id)

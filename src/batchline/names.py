@@ -21,6 +21,7 @@ STATS_CLOSE_REASONS: Final = "stats:close-reasons"  # hash reason name -> batche
 STATS_FINISHED: Final = "stats:finished"  # hash status name -> jobs
 QUEUE_ENTERED: Final = "queue:entered"  # counter: jobs stored QUEUED; each record keeps its number (t)
 QUEUE_LEFT: Final = "queue:left"  # counter: jobs that left QUEUED (started, finished, discarded)
+QUEUE_WAITING: Final = "queue:waiting"  # sorted set: queued job id -> accepted at (unix seconds)
 
 # Default ports
 INGRESS_PORT: Final = 50051

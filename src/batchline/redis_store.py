@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
@@ -21,8 +22,10 @@ from batchline.store import BatchRecord, OnSubscribed, StatsSnapshot, WorkerCoun
 log = logging.getLogger(__name__)
 
 # Create a QUEUED record unless the id exists; with an idempotency key, the first job wins. The
-# record keeps its number in the order jobs entered the queue (t), for its queue position.
-# KEYS: job, idempotency key, entered counter. ARGV: status, record, ttl ms, job id, use-key flag.
+# record keeps its number in the order jobs entered the queue (t), for its queue position, and
+# the job waits in a sorted set by acceptance time, for the oldest queued job's age.
+# KEYS: job, idempotency key, entered counter, waiting set.
+# ARGV: status, record, ttl ms, job id, use-key flag, accepted at (unix seconds).
 CREATE_LUA = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, ARGV[4]} end
 if ARGV[5] == '1' then
@@ -31,19 +34,23 @@ if ARGV[5] == '1' then
   redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
 end
 redis.call('HSET', KEYS[1], 's', ARGV[1], 'd', ARGV[2], 't', redis.call('INCR', KEYS[3]))
+redis.call('ZADD', KEYS[4], ARGV[6], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, ARGV[4]}
 """
 
 # Write only if the status moves forward (rank = min(status, 3)); publish only if written; count
-# a job leaving QUEUED. KEYS: job, finished counters, left counter.
-# ARGV: status, record, ttl ms, channel, event, status name.
+# a job leaving QUEUED. KEYS: job, finished counters, left counter, waiting set.
+# ARGV: status, record, ttl ms, channel, event, status name, job id.
 TRANSITION_LUA = """
 local cur = redis.call('HGET', KEYS[1], 's')
 if not cur then return 0 end
 local new = tonumber(ARGV[1])
 if math.min(new, 3) <= math.min(tonumber(cur), 3) then return 0 end
-if cur == '1' then redis.call('INCR', KEYS[3]) end
+if cur == '1' then
+  redis.call('INCR', KEYS[3])
+  redis.call('ZREM', KEYS[4], ARGV[7])
+end
 redis.call('HSET', KEYS[1], 's', ARGV[1], 'd', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if new >= 3 then redis.call('HINCRBY', KEYS[2], ARGV[6], 1) end
@@ -51,8 +58,6 @@ redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
 
-# Remove a record (counted as leaving the queue) and the idempotency key that points to it.
-# KEYS: job, idempotency key, left counter. ARGV: job id.
 # Mark a job's task published: a field of the job's own hash, so it expires with the record;
 # never on a record that is gone (HSET alone would create a hash with no TTL). KEYS: job.
 MARK_PUBLISHED_LUA = """
@@ -60,8 +65,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'p', 1) e
 return 1
 """
 
+# Remove a record (counted as leaving the queue) and the idempotency key that points to it.
+# KEYS: job, idempotency key, left counter, waiting set. ARGV: job id.
 DISCARD_LUA = """
-if redis.call('HGET', KEYS[1], 's') == '1' then redis.call('INCR', KEYS[3]) end
+if redis.call('HGET', KEYS[1], 's') == '1' then
+  redis.call('INCR', KEYS[3])
+  redis.call('ZREM', KEYS[4], ARGV[1])
+end
 redis.call('DEL', KEYS[1])
 if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 return 1
@@ -78,6 +88,7 @@ class RedisJobStore:
         self.channel = self._prefix + names.EVENTS_CHANNEL
         self._entered = self._prefix + names.QUEUE_ENTERED
         self._left = self._prefix + names.QUEUE_LEFT
+        self._waiting = self._prefix + names.QUEUE_WAITING
         # redis-py's default pool refuses a command outright once its connections are all busy
         # (MaxConnectionsError); a blocking pool makes the command wait for one instead.
         pool = aioredis.BlockingConnectionPool.from_url(
@@ -115,13 +126,19 @@ class RedisJobStore:
     async def create(self, job: Job, idempotency_key: str = "") -> tuple[Job, bool]:
         try:
             created, job_id = await self._create(
-                keys=[self.job_key(job.job_id), self._idem_key(idempotency_key), self._entered],
+                keys=[
+                    self.job_key(job.job_id),
+                    self._idem_key(idempotency_key),
+                    self._entered,
+                    self._waiting,
+                ],
                 args=[
                     job.status,
                     codec.encode_record(job),
                     self._ttl_ms,
                     job.job_id,
                     int(bool(idempotency_key)),
+                    codec.seconds(job.trace.accepted_at),
                 ],
             )
             if created:
@@ -138,8 +155,15 @@ class RedisJobStore:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for job in jobs:
                     await self._create(
-                        keys=[self.job_key(job.job_id), self._idem_key(""), self._entered],
-                        args=[job.status, codec.encode_record(job), self._ttl_ms, job.job_id, 0],
+                        keys=[self.job_key(job.job_id), self._idem_key(""), self._entered, self._waiting],
+                        args=[
+                            job.status,
+                            codec.encode_record(job),
+                            self._ttl_ms,
+                            job.job_id,
+                            0,
+                            codec.seconds(job.trace.accepted_at),
+                        ],
                         client=pipe,
                     )
                 await pipe.execute()
@@ -149,7 +173,8 @@ class RedisJobStore:
     async def discard(self, job_id: str, idempotency_key: str = "") -> None:
         try:
             await self._discard(
-                keys=[self.job_key(job_id), self._idem_key(idempotency_key), self._left], args=[job_id]
+                keys=[self.job_key(job_id), self._idem_key(idempotency_key), self._left, self._waiting],
+                args=[job_id],
             )
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
@@ -168,7 +193,12 @@ class RedisJobStore:
 
     def _transition_args(self, job: Job) -> dict[str, Any]:
         return {
-            "keys": [self.job_key(job.job_id), self._prefix + names.STATS_FINISHED, self._left],
+            "keys": [
+                self.job_key(job.job_id),
+                self._prefix + names.STATS_FINISHED,
+                self._left,
+                self._waiting,
+            ],
             "args": [
                 job.status,
                 codec.encode_record(job),
@@ -176,6 +206,7 @@ class RedisJobStore:
                 self.channel,
                 codec.encode_event(job),
                 codec.status_key(job.status),
+                job.job_id,
             ],
         }
 
@@ -221,6 +252,17 @@ class RedisJobStore:
             return int(await self._redis.get(self._left) or 0)
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
+
+    async def oldest_queued_s(self) -> float | None:
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                # A record that expired while QUEUED leaves its entry behind: drop those first.
+                pipe.zremrangebyscore(self._waiting, "-inf", time.time() - self._settings.job_ttl_s)
+                pipe.zrange(self._waiting, 0, 0, withscores=True)
+                _, oldest = await pipe.execute()
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+        return float(oldest[0][1]) if oldest else None
 
     async def queue_position(self, job_id: str) -> int | None:
         try:

@@ -81,6 +81,9 @@ class JobStore(Protocol):
     async def left_queue(self) -> int:
         """Jobs that have left QUEUED (started, finished or discarded) since counting began."""
 
+    async def oldest_queued_s(self) -> float | None:
+        """When the oldest job still QUEUED was accepted (unix seconds); None when none is."""
+
     async def queue_position(self, job_id: str) -> int | None:
         """A queued job's approximate place in the queue, 1 = next; None unless QUEUED. Jobs are
         numbered as they enter, so place = own number - jobs that have left (priorities and

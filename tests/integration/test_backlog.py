@@ -10,6 +10,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+from prometheus_client import REGISTRY
 
 from batchline import codec
 from batchline.v1 import inference_pb2
@@ -72,3 +73,19 @@ async def test_a_full_queue_that_does_not_drain_asks_for_the_longest_wait(
     assert retry.retry_delay.ToNanoseconds() / 1e9 == MAX_RETRY_S
     trailers = dict(cast(Any, refused.value.trailing_metadata()))  # aio Metadata: (key, value) pairs
     assert trailers["retry-after"] == str(int(MAX_RETRY_S))
+
+
+async def test_the_queue_gauges_show_the_oldest_waiting_job(make_pipeline: MakePipeline) -> None:
+    def gauge(name: str) -> float:
+        return REGISTRY.get_sample_value(name) or 0.0
+
+    pipeline = await make_pipeline(batcher=False)
+    for i in range(3):
+        await pipeline.inference.Submit(inference_pb2.SubmitRequest(text=f"waiting {i}"))
+    await asyncio.sleep(1.0)
+    # The ingress samples them every 5 s.
+    await wait_for(lambda: gauge("batchline_queue_depth") == 3, 8, what="the queue depth sampled")
+    assert gauge("batchline_queue_oldest_age_seconds") >= 1.0
+    assert gauge("batchline_queue_drain_seconds") == -1.0  # nothing has drained: no rate to go by
+    await pipeline.start_batcher()
+    await wait_for(lambda: gauge("batchline_queue_oldest_age_seconds") == 0.0, 8, what="the queue emptied")

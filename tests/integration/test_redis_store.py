@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -150,3 +151,22 @@ async def test_queue_positions_count_the_jobs_still_ahead(store: RedisJobStore) 
     assert await store.left_queue() == 2
     stored = await store.get(ids[0])
     assert stored is not None and stored.sequence == 3  # stamped by the store on every write
+
+
+async def test_the_oldest_queued_job_is_tracked_as_jobs_leave(store: RedisJobStore) -> None:
+    now = time.time()
+
+    def queued(job_id: str, accepted: float) -> job_pb2.Job:
+        job = job_pb2.Job(job_id=job_id, status=codec.QUEUED)
+        job.trace.accepted_at.CopyFrom(codec.ts_from_seconds(accepted))
+        return job
+
+    assert await store.oldest_queued_s() is None
+    await store.create(queued("stale", now - 2 * 24 * 3600))  # older than the TTL: left out
+    await store.create_many([queued("a", now - 3), queued("b", now - 2), queued("c", now - 1)])
+    assert await store.oldest_queued_s() == pytest.approx(now - 3)
+    assert await store.transition(job_pb2.Job(job_id="a", status=codec.RUNNING))
+    assert await store.oldest_queued_s() == pytest.approx(now - 2)
+    await store.discard("b")
+    assert await store.transition(job_pb2.Job(job_id="c", status=codec.CANCELLED))
+    assert await store.oldest_queued_s() is None

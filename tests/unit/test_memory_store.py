@@ -79,3 +79,17 @@ async def test_queue_positions_count_the_jobs_still_ahead_and_sequences_are_stam
     assert await store.left_queue() == 2
     stored = await store.get("a")
     assert stored is not None and stored.sequence == 3
+
+
+async def test_the_oldest_queued_job_is_tracked_as_jobs_leave() -> None:
+    store = MemoryJobStore()
+    for name, accepted in (("a", 100.0), ("b", 200.0), ("c", 300.0)):
+        queued = job(name, codec.QUEUED)
+        queued.trace.accepted_at.CopyFrom(codec.ts_from_seconds(accepted))
+        await store.create(queued)
+    assert await store.oldest_queued_s() == 100.0
+    assert await store.transition(job("a", codec.RUNNING))
+    await store.discard("b")
+    assert await store.oldest_queued_s() == 300.0
+    assert await store.transition(job("c", codec.DONE))
+    assert await store.oldest_queued_s() is None
