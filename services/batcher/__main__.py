@@ -8,7 +8,7 @@ import logging
 from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
-from batchline import logs
+from batchline import logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
@@ -69,6 +69,7 @@ async def _main(settings: BatcherSettings) -> None:
 
 def main() -> None:
     logs.configure("batcher")
+    tracing.configure("batcher")
     settings = BatcherSettings.from_env()
     require_distributed(settings.broker, settings.store, "batcher")
     asyncio.run(_main(settings))

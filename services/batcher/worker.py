@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
+from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from batcher import metrics
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ArrivalRate, ForwardTime
 from batcher.model import BatchOutput, Encoded, Model, ModelError, Prediction
 from batcher.settings import BatcherSettings
-from batchline import codec
+from batchline import codec, tracing
 from batchline.broker import Broker, Delivery
 from batchline.errors import Unavailable
 from batchline.store import BatchRecord, JobStore
@@ -211,9 +212,21 @@ class Batcher:
             return
         batch_id = uuid.uuid4().hex[:16]
         started = time.time()
-        await self._store.transition_many(
-            [self._running(p, batch_id, len(runnable), started) for p in runnable]
-        )
+        # One span per job, in the job's own trace (from the message headers): its forward pass.
+        spans = {
+            p.task.job_id: tracing.TRACER.start_span(
+                "inference",
+                context=tracing.context_of(p.delivery.headers),
+                kind=SpanKind.CONSUMER,
+                start_time=int(started * 1e9),
+                attributes={"batchline.job_id": p.task.job_id, "batchline.batch_id": batch_id},
+            )
+            for p in runnable
+        }
+        running = [self._running(p, batch_id, len(runnable), started) for p in runnable]
+        for job in running:
+            job.trace.traceparent = tracing.traceparent(spans[job.job_id])
+        await self._store.transition_many(running)
 
         passes = await self._infer(runnable)
 
@@ -247,7 +260,13 @@ class Batcher:
             close_reason=job_pb2.BatchCloseReason.Name(close_reason),  # type: ignore[arg-type]
             queue_wait_ms=waited_ms,
         )
-        await self._store.transition_many(finished, record if computed else None)
+        for job in finished:
+            job.trace.traceparent = tracing.traceparent(spans[job.job_id])
+        try:
+            await self._store.transition_many(finished, record if computed else None)
+        finally:
+            for job in finished:
+                _end(spans[job.job_id], job)
 
         # Ack only after the results are stored; poison goes to the dead-letter queue.
         for done in passes:
@@ -405,6 +424,15 @@ class Batcher:
         job.error.message = "the job's deadline passed before it could start; it was not computed"
         job.trace.finished_at.CopyFrom(codec.now_ts())
         return job
+
+
+def _end(span: Span, job: job_pb2.Job) -> None:
+    span.set_attribute("batchline.batch_size", job.trace.batch_size)
+    span.set_attribute("batchline.queue_wait_ms", job.trace.queue_wait_ms)
+    span.set_attribute("batchline.status", codec.status_name(job.status))
+    if job.status != codec.DONE:
+        span.set_status(StatusCode.ERROR, job.error.message)
+    span.end()
 
 
 def _stamp_start(job: job_pb2.Job, started: float) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
-from batchline import logs, names
+from batchline import logs, names, tracing
 from batchline.lifecycle import GrpcServer, count_tasks, serve_metrics, stop_on_signals
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import SettingsError, env_int
@@ -100,6 +100,7 @@ async def _main() -> None:
 
 def main() -> None:
     logs.configure("embedded")
+    tracing.configure("embedded")
     if os.environ.get("AMQP_URL") or os.environ.get("REDIS_URL"):
         raise SettingsError(
             "AMQP_URL/REDIS_URL are set: run the services on their own (`make up`), "

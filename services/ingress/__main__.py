@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from batchline import logs
+from batchline import logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
@@ -70,6 +70,7 @@ async def _main(settings: IngressSettings) -> None:
 
 def main() -> None:
     logs.configure("ingress")
+    tracing.configure("ingress")
     settings = IngressSettings.from_env()
     require_distributed(settings.broker, settings.store, "ingress")
     asyncio.run(_main(settings))

@@ -6,12 +6,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import grpc
 from google.rpc import code_pb2
+from opentelemetry.trace import Span, SpanKind
 
-from batchline import access, codec
+from batchline import access, codec, tracing
 from batchline.broker import Broker
 from batchline.errors import BatchlineError, NotFound, QueueFull, Unavailable
 from batchline.store import JobStore
@@ -73,7 +74,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     async def Submit(
         self, request: inference_pb2.SubmitRequest, context: Context
     ) -> inference_pb2.SubmitResponse:
-        with metrics.measured("Submit") as outcome:
+        with metrics.measured("Submit") as outcome, _span("Submit", context):
             return await self._submit(request, outcome)
 
     async def _submit(
@@ -86,7 +87,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         with self._permit():
             self._check_room()
             task = self._task(text, request.options)
-            job, created = await self._store.create(codec.queued_job(task), idempotency_key)
+            job, created = await self._store.create(_queued(task), idempotency_key)
             if not created:
                 log.debug("deduplicated submit", extra={"job_id": job.job_id})
                 outcome.name = "deduplicated"
@@ -139,7 +140,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
     async def SubmitBatch(
         self, request: inference_pb2.SubmitBatchRequest, context: Context
     ) -> inference_pb2.SubmitBatchResponse:
-        with metrics.measured("SubmitBatch") as outcome:
+        with metrics.measured("SubmitBatch") as outcome, _span("SubmitBatch", context):
             outcome.jobs = max(1, len(request.texts))
             return await self._submit_batch(request)
 
@@ -153,7 +154,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         with self._permit():
             self._check_room()
             tasks = [self._task(text, request.options) for text in texts]
-            jobs = [codec.queued_job(task) for task in tasks]
+            jobs = [_queued(task) for task in tasks]
             await self._store.create_many(jobs)
             errors = await self._broker.publish(tasks)
             failed = [e for e in errors if e is not None]
@@ -253,6 +254,20 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         if job is None or not access.may_see(job):  # another owner's job reads as no job at all
             raise NotFound(f"job {job_id} does not exist or has expired")
         return job
+
+
+def _span(name: str, context: Context | None) -> AbstractContextManager[Span]:
+    """The call's server span, continuing the caller's trace (a `traceparent` in its metadata)."""
+    metadata = dict(context.invocation_metadata() or ()) if context is not None else {}
+    return tracing.TRACER.start_as_current_span(
+        name, context=tracing.context_of(metadata), kind=SpanKind.SERVER
+    )
+
+
+def _queued(task: job_pb2.InferenceTask) -> job_pb2.Job:
+    job = codec.queued_job(task)
+    job.trace.traceparent = tracing.traceparent()  # the Submit span: where the job's trace starts
+    return job
 
 
 def _answer(job: job_pb2.Job, deduplicated: bool = False) -> inference_pb2.SubmitResponse:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from batchline import logs
+from batchline import logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
@@ -65,6 +65,7 @@ async def _main(settings: StreamSettings) -> None:
 
 def main() -> None:
     logs.configure("stream")
+    tracing.configure("stream")
     settings = StreamSettings.from_env()
     if not settings.store.redis_url:
         raise SettingsError("stream runs against Redis: set REDIS_URL (or run `python -m embedded`)")

@@ -9,7 +9,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from batchline import codec
+from opentelemetry.trace import SpanKind
+
+from batchline import codec, tracing
 from batchline.codec import Job
 from batchline.errors import QueueFull
 from batchline.store import JobStore
@@ -71,9 +73,17 @@ class Fanout:
             changed = _changed_at(job)
             if changed:
                 metrics.FANOUT_LAG.observe(max(0.0, time.time() - changed))
-            for watcher in self._watchers.get(job.job_id, ()):
-                watcher.offer(job)
-                metrics.DELIVERED.inc()
+            watchers = self._watchers.get(job.job_id, ())
+            # The job's trace goes on here: this state handed to its watchers on this instance.
+            with tracing.TRACER.start_as_current_span(
+                "deliver",
+                context=tracing.context_of({"traceparent": job.trace.traceparent}),
+                kind=SpanKind.CONSUMER,
+                attributes={"batchline.job_id": job.job_id, "batchline.watchers": len(watchers)},
+            ):
+                for watcher in watchers:
+                    watcher.offer(job)
+                    metrics.DELIVERED.inc()
 
     async def _resync(self) -> None:
         """After (re)subscribing, re-read every watched job: events published while we were

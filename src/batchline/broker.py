@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from batchline.errors import BatchlineError
@@ -20,6 +20,7 @@ class Delivery:
     ack: Callable[[], Awaitable[None]]
     reject: Callable[[], Awaitable[None]]  # to the dead-letter queue, never redelivered
     requeue: Callable[[], Awaitable[None]]  # back to the queue for another try
+    headers: Mapping[str, object] = field(default_factory=dict)  # message headers (trace context)
 
 
 class Broker(Protocol):

@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from batchline import codec
+from batchline import codec, tracing
 from batchline.broker import Delivery
 from batchline.codec import Job
 from batchline.errors import BatchlineError, QueueFull
@@ -22,6 +22,7 @@ class _Message:
     body: bytes
     message_id: str
     deliveries: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class MemoryBroker:
@@ -40,7 +41,7 @@ class MemoryBroker:
             if len(self._ready) >= self._max_length:
                 results.append(QueueFull("queue is full", retry_after_s=1.0))
                 continue
-            self._ready.append(_Message(task.SerializeToString(), task.job_id))
+            self._ready.append(_Message(task.SerializeToString(), task.job_id, headers=tracing.headers()))
             results.append(None)
         async with self._arrived:
             self._arrived.notify_all()
@@ -84,7 +85,9 @@ class MemoryBroker:
             async with self._arrived:
                 self._arrived.notify_all()
 
-        return Delivery(message.body, message.message_id, message.deliveries, ack, reject, requeue)
+        return Delivery(
+            message.body, message.message_id, message.deliveries, ack, reject, requeue, message.headers
+        )
 
     async def depth(self) -> tuple[int, int]:
         return len(self._ready), len(self.dead)

@@ -12,8 +12,9 @@ from typing import Any
 import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
+from opentelemetry.trace import SpanKind
 
-from batchline import names
+from batchline import names, tracing
 from batchline.broker import Delivery
 from batchline.errors import BatchlineError, QueueFull, Unavailable
 from batchline.settings import BrokerSettings, redact_url
@@ -83,14 +84,21 @@ class RabbitBroker:
         return list(await asyncio.gather(*(self._publish_one(t) for t in tasks)))
 
     async def _publish_one(self, task: job_pb2.InferenceTask) -> BatchlineError | None:
+        with tracing.TRACER.start_as_current_span(
+            "publish", kind=SpanKind.PRODUCER, attributes={"batchline.job_id": task.job_id}
+        ):
+            message = aio_pika.Message(
+                task.SerializeToString(),
+                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                message_id=task.job_id,
+                content_type=names.TASK_CONTENT_TYPE,
+                type=names.TASK_TYPE,
+                headers=dict(tracing.headers()),  # the batcher continues the job's trace from here
+            )
+            return await self._confirm(message)
+
+    async def _confirm(self, message: aio_pika.Message) -> BatchlineError | None:
         assert self._publish_channel is not None
-        message = aio_pika.Message(
-            task.SerializeToString(),
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            message_id=task.job_id,
-            content_type=names.TASK_CONTENT_TYPE,
-            type=names.TASK_TYPE,
-        )
         try:
             async with asyncio.timeout(self._settings.publish_timeout_s):
                 await self._publish_channel.default_exchange.publish(
@@ -202,4 +210,5 @@ def _delivery(message: AbstractIncomingMessage) -> Delivery:
         ack=ack,
         reject=reject,
         requeue=requeue,
+        headers=dict(message.headers or {}),
     )

@@ -132,7 +132,8 @@ def test_make_up_and_compose_agree_on_ports_and_modules() -> None:
 def test_every_compose_setting_is_read_by_a_service() -> None:
     sources = "".join(p.read_text() for p in (ROOT / "services").rglob("settings.py"))
     sources += "".join(
-        (ROOT / "src" / "batchline" / f).read_text() for f in ("settings.py", "logs.py", "access.py")
+        (ROOT / "src" / "batchline" / f).read_text()
+        for f in ("settings.py", "logs.py", "access.py", "tracing.py")
     )
     services = compose()["services"]
     for name in ("ingress", "stream", "batcher"):

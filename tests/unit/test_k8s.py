@@ -123,7 +123,8 @@ def test_the_envoy_config_finds_the_services_by_name() -> None:
 def test_every_setting_is_read_by_a_service_and_every_image_is_pinned_in_one_place() -> None:
     sources = "".join(p.read_text() for p in (ROOT / "services").rglob("settings.py"))
     sources += "".join(
-        (ROOT / "src" / "batchline" / f).read_text() for f in ("settings.py", "logs.py", "access.py")
+        (ROOT / "src" / "batchline" / f).read_text()
+        for f in ("settings.py", "logs.py", "access.py", "tracing.py")
     )
     variables = set(of_kind("ConfigMap")["batchline-config"]["data"])
     variables |= {e["name"] for c in containers() for e in c.get("env", [])}

@@ -27,31 +27,31 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from google.rpc import code_pb2 as google_dot_rpc_dot_code__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x62\x61tchline/v1/job.proto\x12\x0c\x62\x61tchline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\"*\n\nLabelScore\x12\r\n\x05label\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\"y\n\x06Result\x12\r\n\x05label\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\x12(\n\x06scores\x18\x03 \x03(\x0b\x32\x18.batchline.v1.LabelScore\x12\x14\n\x0cinput_tokens\x18\x04 \x01(\x05\x12\x11\n\ttruncated\x18\x05 \x01(\x08\"\xfb\x02\n\x05Trace\x12/\n\x0b\x61\x63\x63\x65pted_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rqueue_wait_ms\x18\x04 \x01(\x01\x12\x14\n\x0cinference_ms\x18\x05 \x01(\x01\x12\x10\n\x08\x62\x61tch_id\x18\x06 \x01(\t\x12\x12\n\nbatch_size\x18\x07 \x01(\x05\x12\x19\n\x11\x62\x61tch_real_tokens\x18\x08 \x01(\x05\x12\x1b\n\x13\x62\x61tch_padded_tokens\x18\t \x01(\x05\x12\x0e\n\x06worker\x18\n \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x0b \x01(\x05\x12\x34\n\x0c\x63lose_reason\x18\x0c \x01(\x0e\x32\x1e.batchline.v1.BatchCloseReason\";\n\x08JobError\x12\x1e\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x10.google.rpc.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xb3\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x06status\x18\x02 \x01(\x0e\x32\x17.batchline.v1.JobStatus\x12$\n\x06result\x18\x03 \x01(\x0b\x32\x14.batchline.v1.Result\x12\r\n\x05model\x18\x04 \x01(\t\x12\"\n\x05trace\x18\x05 \x01(\x0b\x32\x13.batchline.v1.Trace\x12%\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x16.batchline.v1.JobError\x12\x10\n\x08priority\x18\x07 \x01(\x05\x12,\n\x08\x64\x65\x61\x64line\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ntext_chars\x18\t \x01(\x05\x12\r\n\x05owner\x18\n \x01(\t\x12\x10\n\x08sequence\x18\x0b \x01(\r\"\xad\x01\n\rInferenceTask\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x10\n\x08priority\x18\x03 \x01(\x05\x12/\n\x0b\x61\x63\x63\x65pted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x64\x65\x61\x64line\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05owner\x18\x06 \x01(\t\"*\n\x08JobEvent\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.batchline.v1.Job\"M\n\rSubmitOptions\x12\x10\n\x08priority\x18\x01 \x01(\x05\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration*\x9c\x01\n\tJobStatus\x12\x1a\n\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATUS_QUEUED\x10\x01\x12\x16\n\x12JOB_STATUS_RUNNING\x10\x02\x12\x13\n\x0fJOB_STATUS_DONE\x10\x03\x12\x15\n\x11JOB_STATUS_FAILED\x10\x04\x12\x18\n\x14JOB_STATUS_CANCELLED\x10\x05*\xd0\x01\n\x10\x42\x61tchCloseReason\x12\"\n\x1e\x42\x41TCH_CLOSE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x42\x41TCH_CLOSE_REASON_SIZE\x10\x01\x12\x1d\n\x19\x42\x41TCH_CLOSE_REASON_TOKENS\x10\x02\x12\x1b\n\x17\x42\x41TCH_CLOSE_REASON_WAIT\x10\x03\x12\x1e\n\x1a\x42\x41TCH_CLOSE_REASON_DRAINED\x10\x04\x12\x1f\n\x1b\x42\x41TCH_CLOSE_REASON_DEADLINE\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x62\x61tchline/v1/job.proto\x12\x0c\x62\x61tchline.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15google/rpc/code.proto\"*\n\nLabelScore\x12\r\n\x05label\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\"y\n\x06Result\x12\r\n\x05label\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x02\x12(\n\x06scores\x18\x03 \x03(\x0b\x32\x18.batchline.v1.LabelScore\x12\x14\n\x0cinput_tokens\x18\x04 \x01(\x05\x12\x11\n\ttruncated\x18\x05 \x01(\x08\"\x90\x03\n\x05Trace\x12/\n\x0b\x61\x63\x63\x65pted_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rqueue_wait_ms\x18\x04 \x01(\x01\x12\x14\n\x0cinference_ms\x18\x05 \x01(\x01\x12\x10\n\x08\x62\x61tch_id\x18\x06 \x01(\t\x12\x12\n\nbatch_size\x18\x07 \x01(\x05\x12\x19\n\x11\x62\x61tch_real_tokens\x18\x08 \x01(\x05\x12\x1b\n\x13\x62\x61tch_padded_tokens\x18\t \x01(\x05\x12\x0e\n\x06worker\x18\n \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x0b \x01(\x05\x12\x34\n\x0c\x63lose_reason\x18\x0c \x01(\x0e\x32\x1e.batchline.v1.BatchCloseReason\x12\x13\n\x0btraceparent\x18\r \x01(\t\";\n\x08JobError\x12\x1e\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x10.google.rpc.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xb3\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x06status\x18\x02 \x01(\x0e\x32\x17.batchline.v1.JobStatus\x12$\n\x06result\x18\x03 \x01(\x0b\x32\x14.batchline.v1.Result\x12\r\n\x05model\x18\x04 \x01(\t\x12\"\n\x05trace\x18\x05 \x01(\x0b\x32\x13.batchline.v1.Trace\x12%\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x16.batchline.v1.JobError\x12\x10\n\x08priority\x18\x07 \x01(\x05\x12,\n\x08\x64\x65\x61\x64line\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ntext_chars\x18\t \x01(\x05\x12\r\n\x05owner\x18\n \x01(\t\x12\x10\n\x08sequence\x18\x0b \x01(\r\"\xad\x01\n\rInferenceTask\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x10\n\x08priority\x18\x03 \x01(\x05\x12/\n\x0b\x61\x63\x63\x65pted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x64\x65\x61\x64line\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05owner\x18\x06 \x01(\t\"*\n\x08JobEvent\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.batchline.v1.Job\"M\n\rSubmitOptions\x12\x10\n\x08priority\x18\x01 \x01(\x05\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration*\x9c\x01\n\tJobStatus\x12\x1a\n\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATUS_QUEUED\x10\x01\x12\x16\n\x12JOB_STATUS_RUNNING\x10\x02\x12\x13\n\x0fJOB_STATUS_DONE\x10\x03\x12\x15\n\x11JOB_STATUS_FAILED\x10\x04\x12\x18\n\x14JOB_STATUS_CANCELLED\x10\x05*\xd0\x01\n\x10\x42\x61tchCloseReason\x12\"\n\x1e\x42\x41TCH_CLOSE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x42\x41TCH_CLOSE_REASON_SIZE\x10\x01\x12\x1d\n\x19\x42\x41TCH_CLOSE_REASON_TOKENS\x10\x02\x12\x1b\n\x17\x42\x41TCH_CLOSE_REASON_WAIT\x10\x03\x12\x1e\n\x1a\x42\x41TCH_CLOSE_REASON_DRAINED\x10\x04\x12\x1f\n\x1b\x42\x41TCH_CLOSE_REASON_DEADLINE\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'batchline.v1.job_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_JOBSTATUS']._serialized_start=1348
-  _globals['_JOBSTATUS']._serialized_end=1504
-  _globals['_BATCHCLOSEREASON']._serialized_start=1507
-  _globals['_BATCHCLOSEREASON']._serialized_end=1715
+  _globals['_JOBSTATUS']._serialized_start=1369
+  _globals['_JOBSTATUS']._serialized_end=1525
+  _globals['_BATCHCLOSEREASON']._serialized_start=1528
+  _globals['_BATCHCLOSEREASON']._serialized_end=1736
   _globals['_LABELSCORE']._serialized_start=128
   _globals['_LABELSCORE']._serialized_end=170
   _globals['_RESULT']._serialized_start=172
   _globals['_RESULT']._serialized_end=293
   _globals['_TRACE']._serialized_start=296
-  _globals['_TRACE']._serialized_end=675
-  _globals['_JOBERROR']._serialized_start=677
-  _globals['_JOBERROR']._serialized_end=736
-  _globals['_JOB']._serialized_start=739
-  _globals['_JOB']._serialized_end=1046
-  _globals['_INFERENCETASK']._serialized_start=1049
-  _globals['_INFERENCETASK']._serialized_end=1222
-  _globals['_JOBEVENT']._serialized_start=1224
-  _globals['_JOBEVENT']._serialized_end=1266
-  _globals['_SUBMITOPTIONS']._serialized_start=1268
-  _globals['_SUBMITOPTIONS']._serialized_end=1345
+  _globals['_TRACE']._serialized_end=696
+  _globals['_JOBERROR']._serialized_start=698
+  _globals['_JOBERROR']._serialized_end=757
+  _globals['_JOB']._serialized_start=760
+  _globals['_JOB']._serialized_end=1067
+  _globals['_INFERENCETASK']._serialized_start=1070
+  _globals['_INFERENCETASK']._serialized_end=1243
+  _globals['_JOBEVENT']._serialized_start=1245
+  _globals['_JOBEVENT']._serialized_end=1287
+  _globals['_SUBMITOPTIONS']._serialized_start=1289
+  _globals['_SUBMITOPTIONS']._serialized_end=1366
 # @@protoc_insertion_point(module_scope)

@@ -177,6 +177,7 @@ class Trace(_message.Message):
     WORKER_FIELD_NUMBER: _builtins.int
     ATTEMPT_FIELD_NUMBER: _builtins.int
     CLOSE_REASON_FIELD_NUMBER: _builtins.int
+    TRACEPARENT_FIELD_NUMBER: _builtins.int
     queue_wait_ms: _builtins.float
     """accepted_at -> started_at, milliseconds."""
     inference_ms: _builtins.float
@@ -195,6 +196,10 @@ class Trace(_message.Message):
     """Delivery attempt that produced the result, 1 for the first."""
     close_reason: Global___BatchCloseReason.ValueType
     """Why the batch closed."""
+    traceparent: _builtins.str
+    """W3C traceparent of the span that wrote this state, when tracing is on: the job's trace in
+    your tracing backend.
+    """
     @_builtins.property
     def accepted_at(self) -> _timestamp_pb2.Timestamp:
         """Ingress stored the job (QUEUED)."""
@@ -222,10 +227,11 @@ class Trace(_message.Message):
         worker: _builtins.str = ...,
         attempt: _builtins.int = ...,
         close_reason: Global___BatchCloseReason.ValueType = ...,
+        traceparent: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["accepted_at", b"accepted_at", "finished_at", b"finished_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_at", b"accepted_at", "attempt", b"attempt", "batch_id", b"batch_id", "batch_padded_tokens", b"batch_padded_tokens", "batch_real_tokens", b"batch_real_tokens", "batch_size", b"batch_size", "close_reason", b"close_reason", "finished_at", b"finished_at", "inference_ms", b"inference_ms", "queue_wait_ms", b"queue_wait_ms", "started_at", b"started_at", "worker", b"worker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_at", b"accepted_at", "attempt", b"attempt", "batch_id", b"batch_id", "batch_padded_tokens", b"batch_padded_tokens", "batch_real_tokens", b"batch_real_tokens", "batch_size", b"batch_size", "close_reason", b"close_reason", "finished_at", b"finished_at", "inference_ms", b"inference_ms", "queue_wait_ms", b"queue_wait_ms", "started_at", b"started_at", "traceparent", b"traceparent", "worker", b"worker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
