@@ -71,11 +71,13 @@ async def sample_queue(broker: Broker, backlog: Backlog, stop: asyncio.Event, ev
     while not stop.is_set():
         with contextlib.suppress(BatchlineError):
             ready, dead = await broker.depth()
+            oldest_s = await backlog.oldest_age_s()
+            drain = backlog.drain_s(ready)
+            # Set together, with no await between, so a scrape never sees half a sample.
             QUEUE_DEPTH.set(ready)
             DEAD_LETTER_DEPTH.set(dead)
+            OLDEST_QUEUED_SECONDS.set(oldest_s)
             DRAIN_RATE.set(backlog.rate() or 0.0)
-            drain = backlog.drain_s(ready)
             DRAIN_SECONDS.set(-1.0 if drain is None else drain)
-            OLDEST_QUEUED_SECONDS.set(await backlog.oldest_age_s())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)

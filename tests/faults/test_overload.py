@@ -8,16 +8,19 @@ import pytest
 from bench import reliability
 
 pytestmark = pytest.mark.timeout(300)
+SHORT_BOUND = 500
 
 
 def test_five_times_capacity_is_refused_fast_and_nothing_accepted_is_lost() -> None:
-    result = reliability.overload(seconds=8)
+    # A bound the flood fills in about two seconds, so most of the 8 s is spent refusing (the
+    # full run, 60 s against a bound of 2,000, is `make overload`).
+    result = reliability.overload(seconds=8, queue_bound=SHORT_BOUND)
     assert result["accepted"] > 0 and result["refused_resource_exhausted"] > 0  # it was overloaded
     assert result["other_errors"] == {}  # only OK or RESOURCE_EXHAUSTED, nothing else
     assert result["refuse_ms"]["p99"] < 250  # refusals are fast (the call deadline is 20 s)
     # The bound held. A quorum queue applies it as its log commits, so it can stand a message or
     # two over (2001 of 2000 seen); what matters is that it does not grow.
-    assert result["queue_depth_peak"] <= reliability.QUEUE_BOUND * 1.01
+    assert result["queue_depth_peak"] <= SHORT_BOUND * 1.01
     assert result["accepted_total"] == result["done_total"]  # lost: 0
     after = result["after"]
     assert after["done"] == after["accepted"] > 0  # and it serves normally afterwards
