@@ -28,6 +28,10 @@ SUBMIT_SECONDS = Histogram(
     ["rpc"],
     buckets=SUBMIT_BUCKETS,
 )
+CANCELLED = Counter(
+    "batchline_jobs_cancelled",
+    "Jobs cancelled by a client before they finished (the batcher counts the rest)",
+)
 QUEUE_DEPTH = Gauge("batchline_queue_depth", "Messages ready in the request queue (sampled)")
 DEAD_LETTER_DEPTH = Gauge("batchline_dead_letter_depth", "Messages in the dead-letter queue (sampled)")
 DRAIN_RATE = Gauge("batchline_queue_drain_rate", "Jobs leaving the queue per second, over the last 30 s")

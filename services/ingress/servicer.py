@@ -204,6 +204,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             return inference_pb2.CancelJobResponse(job=job)
         cancelled = _cancelled(job, "cancelled by the client")
         if await self._store.transition(cancelled):
+            metrics.CANCELLED.inc()
             log.info("job cancelled", extra={"job_id": job.job_id})
             return inference_pb2.CancelJobResponse(job=cancelled)
         # It finished while we looked: answer with what it finished as.

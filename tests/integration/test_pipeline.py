@@ -133,10 +133,14 @@ async def test_a_full_queue_refuses_fast_with_retry_info(make_pipeline: MakePipe
 
 async def test_cancel_before_compute_means_never_computed(make_pipeline: MakePipeline) -> None:
     pipeline = await make_pipeline(batcher=False)
+    before = REGISTRY.get_sample_value("batchline_jobs_cancelled_total") or 0.0
     doomed = await pipeline.inference.Submit(submit("cancel me please"))
     cancelled = await pipeline.inference.CancelJob(inference_pb2.CancelJobRequest(job_id=doomed.job_id))
     assert cancelled.job.status == codec.CANCELLED
     assert cancelled.job.error.code == code_pb2.CANCELLED
+    again = await pipeline.inference.CancelJob(inference_pb2.CancelJobRequest(job_id=doomed.job_id))
+    assert again.job.status == codec.CANCELLED  # a second cancel changes and counts nothing
+    assert REGISTRY.get_sample_value("batchline_jobs_cancelled_total") == before + 1
     after = await pipeline.inference.Submit(submit("run me"))
     await pipeline.start_batcher()
     await pipeline.wait_status(after.job_id, codec.DONE)
