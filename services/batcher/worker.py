@@ -214,18 +214,17 @@ class Batcher:
         started = time.time()
         # One span per job, in the job's own trace (from the message headers): its forward pass.
         spans = {
-            p.task.job_id: tracing.TRACER.start_span(
+            p.task.job_id: tracing.start_span(
                 "inference",
-                context=tracing.context_of(p.delivery.headers),
-                kind=SpanKind.CONSUMER,
-                start_time=int(started * 1e9),
+                SpanKind.CONSUMER,
+                parent=p.delivery.headers,
+                start_s=started,
                 attributes={"batchline.job_id": p.task.job_id, "batchline.batch_id": batch_id},
             )
             for p in runnable
         }
         running = [self._running(p, batch_id, len(runnable), started) for p in runnable]
-        for job in running:
-            job.trace.traceparent = tracing.traceparent(spans[job.job_id])
+        _mark(running, spans)
         await self._store.transition_many(running)
 
         passes = await self._infer(runnable)
@@ -260,8 +259,7 @@ class Batcher:
             close_reason=job_pb2.BatchCloseReason.Name(close_reason),  # type: ignore[arg-type]
             queue_wait_ms=waited_ms,
         )
-        for job in finished:
-            job.trace.traceparent = tracing.traceparent(spans[job.job_id])
+        _mark(finished, spans)
         try:
             await self._store.transition_many(finished, record if computed else None)
         finally:
@@ -426,7 +424,16 @@ class Batcher:
         return job
 
 
-def _end(span: Span, job: job_pb2.Job) -> None:
+def _mark(jobs: list[job_pb2.Job], spans: dict[str, Span | None]) -> None:
+    """Each record names the span that wrote it, so the stream (and a client) can continue its trace."""
+    for job in jobs:
+        if (span := spans[job.job_id]) is not None:
+            job.trace.traceparent = tracing.traceparent(span)
+
+
+def _end(span: Span | None, job: job_pb2.Job) -> None:
+    if span is None:
+        return
     span.set_attribute("batchline.batch_size", job.trace.batch_size)
     span.set_attribute("batchline.queue_wait_ms", job.trace.queue_wait_ms)
     span.set_attribute("batchline.status", codec.status_name(job.status))

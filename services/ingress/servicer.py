@@ -257,12 +257,10 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         return job
 
 
-def _span(name: str, context: Context | None) -> AbstractContextManager[Span]:
+def _span(name: str, context: Context | None) -> AbstractContextManager[Span | None]:
     """The call's server span, continuing the caller's trace (a `traceparent` in its metadata)."""
-    metadata = dict(context.invocation_metadata() or ()) if context is not None else {}
-    return tracing.TRACER.start_as_current_span(
-        name, context=tracing.context_of(metadata), kind=SpanKind.SERVER
-    )
+    metadata = dict(context.invocation_metadata() or ()) if context is not None and tracing.enabled() else {}
+    return tracing.span(name, SpanKind.SERVER, parent=metadata)
 
 
 def _queued(task: job_pb2.InferenceTask) -> job_pb2.Job:

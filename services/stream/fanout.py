@@ -75,10 +75,10 @@ class Fanout:
                 metrics.FANOUT_LAG.observe(max(0.0, time.time() - changed))
             watchers = self._watchers.get(job.job_id, ())
             # The job's trace goes on here: this state handed to its watchers on this instance.
-            with tracing.TRACER.start_as_current_span(
+            with tracing.span(
                 "deliver",
-                context=tracing.context_of({"traceparent": job.trace.traceparent}),
-                kind=SpanKind.CONSUMER,
+                SpanKind.CONSUMER,
+                parent={"traceparent": job.trace.traceparent},
                 attributes={"batchline.job_id": job.job_id, "batchline.watchers": len(watchers)},
             ):
                 for watcher in watchers:

@@ -84,9 +84,7 @@ class RabbitBroker:
         return list(await asyncio.gather(*(self._publish_one(t) for t in tasks)))
 
     async def _publish_one(self, task: job_pb2.InferenceTask) -> BatchlineError | None:
-        with tracing.TRACER.start_as_current_span(
-            "publish", kind=SpanKind.PRODUCER, attributes={"batchline.job_id": task.job_id}
-        ):
+        with tracing.span("publish", SpanKind.PRODUCER, attributes={"batchline.job_id": task.job_id}):
             message = aio_pika.Message(
                 task.SerializeToString(),
                 delivery_mode=aio_pika.DeliveryMode.PERSISTENT,

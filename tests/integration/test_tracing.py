@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from batchline import codec
+from batchline import codec, tracing
 from batchline.v1 import inference_pb2
 from tests.helpers import wait_for
 from tests.integration.conftest import MakePipeline
@@ -25,7 +24,7 @@ def exported() -> Iterator[InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
+    tracing.install(provider)
     yield exporter
     provider.shutdown()
 
