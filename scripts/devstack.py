@@ -224,12 +224,14 @@ def stop(processes: list[Process]) -> None:
 
 def banner(env: dict[str, str], mode: str) -> str:
     envoy, url = f"127.0.0.1:{env['ENVOY_PORT']}", edge_url(env)
+    cert = env.get("TLS_CERT_FILE", "")  # trusted explicitly: it may be self-signed
+    trust, cacert = (f" --ca-file {cert}", f" --cacert {cert}") if cert else ("", "")
     return (
         f"\nBatchline is ready ({mode}).\n"
         f"  chat UI                http://localhost:{env['WEB_PORT']}\n"
         f"  REST, grpc-web, gRPC   {url}   (Envoy; health /healthz, readiness /readyz)\n"
-        f'  try   curl -s -X POST {url}/v1/infer -d \'{{"text": "I loved it"}}\'\n'
-        f'        .venv/bin/batchline --target {envoy} submit --watch "I loved it"\n'
+        f'  try   curl -s{cacert} -X POST {url}/v1/infer -d \'{{"text": "I loved it"}}\'\n'
+        f'        .venv/bin/batchline --target {envoy}{trust} submit --watch "I loved it"\n'
         f"  Envoy admin   http://127.0.0.1:{env['ENVOY_ADMIN_PORT']}   logs in {RUN_DIR}\n"
     )
 
