@@ -39,6 +39,21 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, ARGV[4]}
 """
 
+# CREATE_LUA for a SubmitBatch's jobs (new ids, no idempotency key) in one call: one script run
+# instead of one per job. KEYS: entered counter, waiting set, then each job.
+# ARGV: status, ttl ms, then per job: record, job id, accepted at.
+CREATE_MANY_LUA = """
+for i = 3, #KEYS do
+  local at = (i - 3) * 3 + 3
+  if redis.call('EXISTS', KEYS[i]) == 0 then
+    redis.call('HSET', KEYS[i], 's', ARGV[1], 'd', ARGV[at], 't', redis.call('INCR', KEYS[1]))
+    redis.call('ZADD', KEYS[2], ARGV[at + 2], ARGV[at + 1])
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  end
+end
+return 1
+"""
+
 # Write only if the status moves forward (rank = min(status, 3)); publish only if written; count
 # a job leaving QUEUED. KEYS: job, finished counters, left counter, waiting set.
 # ARGV: status, record, ttl ms, channel, event, status name, job id.
@@ -102,6 +117,7 @@ class RedisJobStore:
         )
         self._redis = aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
         self._create = self._redis.register_script(CREATE_LUA)
+        self._create_many = self._redis.register_script(CREATE_MANY_LUA)
         self._transition = self._redis.register_script(TRANSITION_LUA)
         self._discard = self._redis.register_script(DISCARD_LUA)
         self._mark_published = self._redis.register_script(MARK_PUBLISHED_LUA)
@@ -151,22 +167,15 @@ class RedisJobStore:
         return existing, False
 
     async def create_many(self, jobs: Sequence[Job]) -> None:
+        if not jobs:
+            return
+        args: list[str | int | float | bytes] = [jobs[0].status, self._ttl_ms]
+        for job in jobs:
+            args += [codec.encode_record(job), job.job_id, codec.seconds(job.trace.accepted_at)]
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for job in jobs:
-                    await self._create(
-                        keys=[self.job_key(job.job_id), self._idem_key(""), self._entered, self._waiting],
-                        args=[
-                            job.status,
-                            codec.encode_record(job),
-                            self._ttl_ms,
-                            job.job_id,
-                            0,
-                            codec.seconds(job.trace.accepted_at),
-                        ],
-                        client=pipe,
-                    )
-                await pipe.execute()
+            await self._create_many(
+                keys=[self._entered, self._waiting, *(self.job_key(job.job_id) for job in jobs)], args=args
+            )
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
 

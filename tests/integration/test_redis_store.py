@@ -170,3 +170,15 @@ async def test_the_oldest_queued_job_is_tracked_as_jobs_leave(store: RedisJobSto
     await store.discard("b")
     assert await store.transition(job_pb2.Job(job_id="c", status=codec.CANCELLED))
     assert await store.oldest_queued_s() is None
+
+
+async def test_create_many_stores_records_once_and_never_overwrites(store: RedisJobStore) -> None:
+    assert await store.transition(job("kept", codec.QUEUED)) is False  # no record, nothing written
+    await store.create(job("kept", codec.QUEUED))
+    assert await store.transition(job("kept", codec.DONE))
+    await store.create_many([job("kept", codec.QUEUED), job("fresh", codec.QUEUED)])
+    kept, fresh = await store.get("kept"), await store.get("fresh")
+    assert kept is not None and kept.status == codec.DONE  # a late QUEUED never overwrites
+    assert fresh is not None and fresh.status == codec.QUEUED
+    assert await store.queue_position("fresh") == 1
+    await store.create_many([])  # nothing to store is no error
