@@ -17,7 +17,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote, urlencode
 
 import aiohttp
@@ -39,6 +39,12 @@ GO_NAMES = [
 # How a gRPC client reads an HTTP status that carries no grpc-status (the gRPC HTTP mapping).
 HTTP_TO_CODE = {400: 13, 401: 16, 403: 7, 404: 12, 429: 14, 502: 14, 503: 14, 504: 14}
 TERMINAL = {job_pb2.JOB_STATUS_DONE, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
+# A watch ended by the server, not by us, is re-opened: an overloaded gRPC server cancels calls
+# past grpc.server.max_pending_requests (CANCELLED; ours surface as asyncio.CancelledError).
+REWATCH = frozenset(
+    {grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+)
+REWATCH_DELAY_S = 0.2
 # Batchline's own routes for following a job (--e2e), over each protocol.
 WATCH_PATH = "/batchline.v1.JobStreamService/WatchJob"
 GET_JOB_PATH = "/batchline.v1.InferenceService/GetJob"
@@ -216,9 +222,16 @@ def load_method(raw_set: bytes, call: str) -> Method:
 # --- callers -----------------------------------------------------------------------------------
 
 
+class Followed(NamedTuple):
+    """The last state of a followed job seen (None if none), and how often its watch was re-opened."""
+
+    job: job_pb2.Job | None
+    rewatches: int = 0
+
+
 class Caller(Protocol):
     async def call(self, data: dict[str, Any], payload: bytes) -> Outcome: ...
-    async def follow(self, job_id: str, poll: bool) -> job_pb2.Job | None: ...
+    async def follow(self, job_id: str, poll: bool) -> Followed: ...
     async def close(self) -> None: ...
 
 
@@ -268,23 +281,32 @@ class GrpcCaller:
             return Outcome(exc.code().value[0], exc.details() or "")
         return Outcome(0, "", self._output.FromString(raw))
 
-    async def follow(self, job_id: str, poll: bool) -> job_pb2.Job | None:
+    async def follow(self, job_id: str, poll: bool) -> Followed:
         if poll:
             while True:
                 reply: inference_pb2.GetJobResponse = await self._get(
                     inference_pb2.GetJobRequest(job_id=job_id), timeout=self._timeout
                 )
                 if reply.job.status in TERMINAL:
-                    return reply.job
+                    return Followed(reply.job)
                 await asyncio.sleep(0.005)
         last: job_pb2.Job | None = None
-        event: stream_pb2.WatchJobResponse
-        async for event in self._watch(stream_pb2.WatchJobRequest(job_id=job_id), timeout=self._timeout):
-            if event.HasField("job"):
-                last = event.job
-                if last.status in TERMINAL:
-                    return last
-        return last
+        rewatches = 0
+        while True:  # a watch the server sheds is re-opened after the last state seen, as clients do
+            request = stream_pb2.WatchJobRequest(job_id=job_id, after_sequence=last.sequence if last else 0)
+            event: stream_pb2.WatchJobResponse
+            try:
+                async for event in self._watch(request, timeout=self._timeout):
+                    if event.HasField("job"):
+                        last = event.job
+                        if last.status in TERMINAL:
+                            return Followed(last, rewatches)
+                return Followed(last, rewatches)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in REWATCH:
+                    raise
+            rewatches += 1
+            await asyncio.sleep(REWATCH_DELAY_S)
 
     async def close(self) -> None:
         await asyncio.gather(*(channel.close(None) for channel in self._channels))
@@ -336,7 +358,10 @@ class HttpCaller:
                 return Outcome(code, message)
             return Outcome(0, "", output.FromString(messages[0]) if messages else output())
 
-    async def follow(self, job_id: str, poll: bool) -> job_pb2.Job | None:
+    async def follow(self, job_id: str, poll: bool) -> Followed:
+        return Followed(await self._follow(job_id, poll))
+
+    async def _follow(self, job_id: str, poll: bool) -> job_pb2.Job | None:
         if poll:
             while True:
                 job = await self._get_job(job_id)

@@ -35,6 +35,7 @@ class Record(NamedTuple):
     inference_ms: float | None = None
     batch_size: int | None = None
     follow_error: str = ""  # why following the job failed (--e2e), if it did
+    rewatches: int = 0  # watches of the job the server ended early and that were re-opened
 
 
 def go_time(unix: float, seconds_only: bool = False) -> str:
@@ -164,6 +165,7 @@ def beyond_ghz(records: list[Record], options: Options, total_s: float) -> dict[
             "cancelled": sum(r.job_status == "CANCELLED" for r in accepted),
             "unfinished": sum(r.job_status == "" for r in accepted),
             "followErrors": dict(Counter(r.follow_error for r in accepted if r.follow_error)),
+            "rewatches": sum(r.rewatches for r in accepted),
             "doneRps": len(done) / total_s if total_s > 0 else 0.0,
             "latencyMs": _spread([r.e2e_ns / 1e6 for r in done if r.e2e_ns is not None]),
             "queueWaitMs": _spread([r.queue_wait_ms for r in done if r.queue_wait_ms is not None]),
@@ -225,7 +227,7 @@ def summary(report: dict[str, Any]) -> str:
             "",
             f"End to end ({e2e['mode']}): {e2e['done']} DONE of {e2e['accepted']} accepted, "
             f"{e2e['failed']} failed, {e2e['cancelled']} cancelled, {e2e['unfinished']} unfinished; "
-            f"{e2e['doneRps']:.1f} done/s",
+            f"{e2e['doneRps']:.1f} done/s; {e2e.get('rewatches', 0)} watches re-opened after a shed",
         ]
         if lat:
             lines += [

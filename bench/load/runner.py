@@ -154,7 +154,8 @@ class Worker:
     async def follow(self, record: Record, job_id: str, due: float) -> None:
         try:  # bounded by -t like every call, however the job is followed
             async with asyncio.timeout(self.options.timeout or None):
-                job = await self.caller.follow(job_id, poll=self.options.e2e == "poll")
+                job, rewatches = await self.caller.follow(job_id, poll=self.options.e2e == "poll")
+            record = record._replace(rewatches=rewatches)
         except Exception as exc:  # the call was accepted; the job is counted unfinished, and why
             job = None
             record = record._replace(follow_error=f"{type(exc).__name__}: {exc}"[:200])

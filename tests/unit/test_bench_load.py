@@ -328,3 +328,38 @@ def test_grpc_web_frames_and_http_errors() -> None:
     assert _http_error(429, b'{"code": 8, "message": "queue full"}').status == "ResourceExhausted"
     unmapped = _http_error(502, b"<html>bad gateway</html>")
     assert unmapped.status == "Unavailable" and "HTTP 502" in unmapped.message
+
+
+async def test_a_watch_the_server_sheds_is_reopened_after_the_last_state_seen() -> None:
+    import grpc
+
+    from batchline.v1 import job_pb2, stream_pb2, stream_pb2_grpc
+    from bench.load.protocols import GrpcCaller
+
+    requests: list[int] = []
+
+    class Shedding(stream_pb2_grpc.JobStreamServiceServicer):
+        async def WatchJob(self, request: Any, context: Any) -> Any:
+            requests.append(request.after_sequence)
+            if len(requests) == 1:  # one state, then shed, as gRPC core does past max_pending_requests
+                yield stream_pb2.WatchJobResponse(
+                    job=job_pb2.Job(job_id="j", status=job_pb2.JOB_STATUS_QUEUED, sequence=1)
+                )
+                await context.abort(grpc.StatusCode.CANCELLED, "shed")
+            yield stream_pb2.WatchJobResponse(
+                job=job_pb2.Job(job_id="j", status=job_pb2.JOB_STATUS_DONE, sequence=3)
+            )
+
+    method = load_method(Path(PROTOSET).read_bytes(), SUBMIT)  # noqa: ASYNC240 (before any task runs)
+    server = grpc.aio.server()
+    stream_pb2_grpc.add_JobStreamServiceServicer_to_server(Shedding(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    caller = GrpcCaller(Options(host=f"127.0.0.1:{port}", call=SUBMIT, data={}, timeout=5.0), method)
+    try:
+        followed = await caller.follow("j", poll=False)
+    finally:
+        await caller.close()
+        await server.stop(None)
+    assert followed.job is not None and followed.job.status == job_pb2.JOB_STATUS_DONE
+    assert followed.rewatches == 1 and requests == [0, 1]  # resumed after the state it had seen
