@@ -1,5 +1,7 @@
 """The batch loop: collect deliveries, form a batch, one forward pass in the model thread,
-store every result (and its event) in one round trip, then ack.
+store every result (and its event) in one round trip, then ack. The round trips overlap the
+model: RUNNING is written while the pass computes, and one batch's results are stored while the
+next batch computes.
 
 At-least-once delivery with idempotent results: a job already finished is acked without
 recompute, and the store refuses any write that would move a status backwards.
@@ -95,6 +97,7 @@ class Batcher:
         # The model runs in one dedicated thread; the event loop never runs it.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
         self.counters = Counters()
+        self._storing: asyncio.Task[None] | None = None  # the last batch's results being stored
 
     async def warm_up(self) -> None:
         """Run the model over the shapes traffic will use, in the model thread, before health
@@ -122,6 +125,7 @@ class Batcher:
             tasks.create_task(self._wake_on(stop))
             try:
                 await self._loop(stop)
+                await self._finish_storing()
             finally:
                 consumer.cancel()
         for pending in self._waiting:
@@ -207,6 +211,9 @@ class Batcher:
                 await asyncio.sleep(RETRY_AFTER_STORE_FAILURE_S)
 
     async def _run_batch(self, batch: list[Pending], close_reason: int) -> None:
+        """Admit, then start the forward pass at once: RUNNING is written while the model computes,
+        and the results are stored (and acked) while the next batch computes. The model never
+        waits on Redis or RabbitMQ; at most one batch's results are being stored at a time."""
         runnable = await self._admit(batch)
         if not runnable:
             return
@@ -225,10 +232,36 @@ class Batcher:
         }
         running = [self._running(p, batch_id, len(runnable), started) for p in runnable]
         _mark(running, spans)
-        await self._store.transition_many(running)
+        computing = asyncio.create_task(self._infer(runnable))
+        try:
+            await self._store.transition_many(running)  # forward-only: never lands after DONE
+        except Unavailable:
+            await asyncio.gather(computing, return_exceptions=True)  # a thread cannot be stopped
+            for span in spans.values():
+                if span is not None:
+                    span.end()
+            raise
+        passes = await computing
+        await self._finish_storing()
+        self._storing = asyncio.create_task(
+            self._store_results(runnable, passes, batch_id, started, close_reason, spans)
+        )
 
-        passes = await self._infer(runnable)
+    async def _finish_storing(self) -> None:
+        """Wait for the previous batch's results to be stored (normally long done)."""
+        if self._storing is not None:
+            storing, self._storing = self._storing, None
+            await storing
 
+    async def _store_results(
+        self,
+        runnable: list[Pending],
+        passes: list[Pass],
+        batch_id: str,
+        started: float,
+        close_reason: int,
+        spans: dict[str, Span | None],
+    ) -> None:
         finished: list[job_pb2.Job] = []
         real = padded = 0
         inference_ms = 0.0
@@ -262,6 +295,11 @@ class Batcher:
         _mark(finished, spans)
         try:
             await self._store.transition_many(finished, record if computed else None)
+        except Unavailable as exc:
+            log.warning("store unavailable (%s); %d computed jobs go back to the queue", exc, len(runnable))
+            for pending in runnable:
+                await pending.delivery.requeue()
+            return
         finally:
             for job in finished:
                 _end(spans[job.job_id], job)

@@ -1,0 +1,103 @@
+"""The batch loop's overlap of model and round trips, on the in-memory queue and store: the model
+never waits for a batch's results to be stored, and nothing is acked before it is stored."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from batcher.settings import BatcherSettings
+from batcher.worker import Batcher
+from batchline import codec
+from batchline.broker import Delivery
+from batchline.memory import MemoryBroker, MemoryJobStore
+from batchline.store import BatchRecord
+from batchline.v1 import job_pb2
+from tests.helpers import RecordingModel, wait_for
+
+
+class HeldResults(MemoryJobStore):
+    """Holds every write of finished jobs until `release` is set; RUNNING goes through."""
+
+    def __init__(self) -> None:
+        super().__init__(job_ttl_s=60)
+        self.release = asyncio.Event()
+        self.held = 0
+
+    async def transition_many(
+        self, jobs: Sequence[job_pb2.Job], batch: BatchRecord | None = None
+    ) -> list[bool]:
+        if any(codec.is_terminal(job.status) for job in jobs):
+            self.held += 1
+            await self.release.wait()
+        return await super().transition_many(jobs, batch)
+
+
+class CountingAcks(MemoryBroker):
+    """Remembers which messages were acked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acked: list[str] = []
+
+    def _delivery(self, message: Any, unsettled: asyncio.Semaphore) -> Delivery:
+        delivery = super()._delivery(message, unsettled)
+
+        async def ack() -> None:
+            self.acked.append(delivery.message_id)
+            await settle()
+
+        settle = delivery.ack
+        return replace(delivery, ack=ack)
+
+
+def started(store: MemoryJobStore, broker: MemoryBroker) -> tuple[Batcher, asyncio.Event, asyncio.Task[None]]:
+    settings = BatcherSettings(max_batch_size=1, max_wait_ms=0, adaptive_wait=False, prefetch=8, worker="w")
+    batcher = Batcher(settings, store, broker, RecordingModel())
+    stop = asyncio.Event()
+    return batcher, stop, asyncio.create_task(batcher.run(stop))
+
+
+async def submit(store: MemoryJobStore, broker: MemoryBroker, text: str) -> str:
+    task = job_pb2.InferenceTask(job_id=codec.new_job_id(), text=text)
+    task.accepted_at.CopyFrom(codec.now_ts())
+    await store.create(codec.queued_job(task))
+    assert await broker.publish([task]) == [None]
+    return task.job_id
+
+
+async def test_the_next_pass_runs_while_the_last_results_are_stored_and_nothing_is_acked_early() -> None:
+    store, broker = HeldResults(), CountingAcks()
+    batcher, stop, running = started(store, broker)
+    model = batcher._model
+    assert isinstance(model, RecordingModel)
+    first = await submit(store, broker, "first")
+    await wait_for(lambda: store.held == 1, 5, what="the first batch's results held")
+    second = await submit(store, broker, "second")
+    # The second pass runs although the first batch's results are not stored yet.
+    await wait_for(lambda: model.computed == ["first", "second"], 5, what="the second pass")
+    assert (await store.get(first)).status == codec.RUNNING  # type: ignore[union-attr]
+    assert (await store.get(second)).status == codec.RUNNING  # type: ignore[union-attr]
+    assert broker.acked == [] and batcher.counters.done == 0  # nothing acked or counted before stored
+    store.release.set()
+    await wait_for(lambda: batcher.counters.done == 2, 5, what="both batches stored")
+    assert broker.acked == [first, second]
+    assert [(await store.get(i)).status for i in (first, second)] == [codec.DONE, codec.DONE]  # type: ignore[union-attr]
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+
+async def test_a_stop_waits_for_the_results_being_stored() -> None:
+    store, broker = HeldResults(), CountingAcks()
+    _, stop, running = started(store, broker)
+    job_id = await submit(store, broker, "stored before the batcher stops")
+    await wait_for(lambda: store.held == 1, 5, what="the results held")
+    stop.set()
+    await asyncio.sleep(0.1)
+    assert not running.done()  # still storing
+    store.release.set()
+    await asyncio.wait_for(running, 5)
+    assert (await store.get(job_id)).status == codec.DONE  # type: ignore[union-attr]
+    assert broker.acked == [job_id]
