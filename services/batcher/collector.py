@@ -8,13 +8,17 @@ The rules, in order:
    then earliest deadline; then arrival. The most urgent job seeds the next batch.
 3. Fill the batch from the `pool` most urgent jobs. Length-aware: of the runs of jobs next to
    the seed in token length, the one that wastes the fewest padded tokens, so a batch pads
-   little; the run shrinks until size x longest fits the token budget. FIFO: in urgency order,
-   skipping what would break the budget. The seed always runs, even alone, even over budget.
-4. Close when full (SIZE) or when the budget stops it growing (TOKENS). Otherwise: greedy runs
-   at once (DRAINED); a fixed window runs once the oldest has waited `max_wait_s` (WAIT); the
-   adaptive mode waits only while the measured arrival rate says the batch would fall behind
-   the arrivals if run now, and only as long as that rate says the batch takes to fill. Any
-   mode closes early when waiting longer would miss the nearest deadline (DEADLINE).
+   little; the run shrinks until size x longest fits the token budget. With a measured
+   forward-time model, the pool sorted by length is cut into the runs that cost the least
+   forward time in all (a pass's fixed cost against the padding it saves), and the seed's run is
+   the batch: mixed lengths split only when the padded tokens saved outweigh one more pass.
+   FIFO: in urgency order, skipping what would break the budget. The seed always runs, even
+   alone, even over budget.
+4. Close when full (SIZE) or when the budget or the padding cost stops it growing (TOKENS).
+   Otherwise: greedy runs at once (DRAINED); a fixed window runs once the oldest has waited
+   `max_wait_s` (WAIT); the adaptive mode waits only while the measured arrival rate says the
+   batch would fall behind the arrivals if run now, and only as long as that rate says the
+   batch takes to fill. Any mode closes early when waiting longer would miss the nearest deadline (DEADLINE).
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ class Policy:
     length_aware: bool = True
     pool: int = 64  # how many of the most urgent jobs a batch may be chosen from
     aging_s: float = 0.1  # one priority level gained per this long waited
+    # What one more pass costs beyond the model's own time (the batcher's round trips and
+    # bookkeeping), when deciding whether to split jobs of mixed lengths into two passes.
+    pass_overhead_s: float = 0.002
     # Adaptive wait lets small batches run while they keep the model at most this busy.
     # Below 1 buys headroom with waiting; measured here, waiting did not pay (see
     # docs/benchmarks/batching.md), so the default only refuses to fall behind.
@@ -100,7 +107,8 @@ def next_batch(waiting: Sequence[Waiting], now: float, policy: Policy, load: Loa
         return (-aged, w.deadline if w.deadline is not None else math.inf, w.arrived_at)
 
     ranked = sorted(live, key=urgency)
-    take, budget_hit = _fill(waiting, ranked[: max(policy.pool, policy.max_batch_size)], policy)
+    pool = ranked[: max(policy.pool, policy.max_batch_size)]
+    take, budget_hit = _fill(waiting, pool, policy, load.forward_s if load else None)
 
     def run(reason: int) -> Decision:
         return Decision(tuple(sorted(take)), reason, expired=expired)
@@ -131,29 +139,65 @@ def next_batch(waiting: Sequence[Waiting], now: float, policy: Policy, load: Loa
     return Decision(wait_s=min(window_left, start_by - now), expired=expired)
 
 
-def _fill(waiting: Sequence[Waiting], pool: list[int], policy: Policy) -> tuple[list[int], bool]:
-    """The seed and the jobs to run with it; whether the token budget stopped the batch growing."""
+def _fill(
+    waiting: Sequence[Waiting],
+    pool: list[int],
+    policy: Policy,
+    forward_s: Callable[[int, int], float] | None = None,
+) -> tuple[list[int], bool]:
+    """The seed and the jobs to run with it; whether the budget (or the padding cost) stopped
+    the batch growing."""
     seed = pool[0]
     if not policy.length_aware:
         return _fill_in_order(waiting, pool, policy)
-    # Length-aware: sort the pool by length and take the run of neighbours around the seed
-    # that wastes the fewest padded tokens (size x longest - real), within the budget.
     by_length = sorted(pool, key=lambda i: waiting[i].tokens)  # stable: urgency breaks ties
     at = by_length.index(seed)
     lengths = [waiting[i].tokens for i in by_length]
-    for size in range(min(policy.max_batch_size, len(pool)), 0, -1):
+    full = min(policy.max_batch_size, len(pool))
+    if forward_s is not None:
+        first, end = _cheapest_run(lengths, at, policy, forward_s)
+        return by_length[first:end], end - first < full
+    # Without a forward-time model: the run of neighbours around the seed that wastes the
+    # fewest padded tokens (size x longest - real), as large as the budget allows.
+    for size in range(full, 0, -1):
         best: tuple[int, int] | None = None  # (waste, first index)
         for first in range(max(0, at - size + 1), min(at, len(pool) - size) + 1):
             longest = lengths[first + size - 1]
-            if policy.max_batch_tokens and size > 1 and size * longest > policy.max_batch_tokens:
+            if not _fits(size, longest, policy):
                 continue
             waste = size * longest - sum(lengths[first : first + size])
             if best is None or waste < best[0]:
                 best = (waste, first)
         if best is not None:
-            budget_hit = size < min(policy.max_batch_size, len(pool))
-            return by_length[best[1] : best[1] + size], budget_hit
+            return by_length[best[1] : best[1] + size], size < full
     return [seed], False  # unreachable: a batch of one always fits
+
+
+def _fits(size: int, longest: int, policy: Policy) -> bool:
+    return size == 1 or not policy.max_batch_tokens or size * longest <= policy.max_batch_tokens
+
+
+def _cheapest_run(
+    lengths: list[int], at: int, policy: Policy, forward_s: Callable[[int, int], float]
+) -> tuple[int, int]:
+    """Cut `lengths` (sorted) into runs of at most max_batch_size that fit the budget, so that
+    their passes cost the least time in all (dynamic programming over where each run ends);
+    return the run holding index `at` as (first, end)."""
+    n = len(lengths)
+    cost = [0.0] + [math.inf] * n  # cost[end]: cheapest passes over lengths[:end]
+    start = [0] * (n + 1)  # where the last run of that cheapest cut starts
+    for end in range(1, n + 1):
+        longest = lengths[end - 1]
+        for size in range(1, min(policy.max_batch_size, end) + 1):
+            if not _fits(size, longest, policy):
+                break  # longer runs ending here only pad more
+            total = cost[end - size] + forward_s(size, longest) + policy.pass_overhead_s
+            if total < cost[end]:
+                cost[end], start[end] = total, end - size
+    end = n
+    while start[end] > at:
+        end = start[end]
+    return start[end], end
 
 
 def _fill_in_order(waiting: Sequence[Waiting], pool: list[int], policy: Policy) -> tuple[list[int], bool]:
@@ -163,7 +207,7 @@ def _fill_in_order(waiting: Sequence[Waiting], pool: list[int], policy: Policy) 
         if len(take) >= policy.max_batch_size:
             break
         grown = max(longest, waiting[i].tokens)
-        if policy.max_batch_tokens and (len(take) + 1) * grown > policy.max_batch_tokens:
+        if not _fits(len(take) + 1, grown, policy):
             budget_hit = True
             continue
         take.append(i)

@@ -28,29 +28,33 @@ class ArrivalRate:
 
 class ForwardTime:
     """seconds = fixed + per_token x (size x longest), fitted by least squares to the most
-    recent passes (and the warm-up's). Padded tokens are what a transformer pass costs."""
+    recent passes and the warm-up's. Padded tokens are what a transformer pass costs. The
+    warm-up's passes span the shapes (1 to max batch, short to long) and stay in the fit, so a
+    long run of one shape cannot make the fixed cost unknowable."""
 
     def __init__(self, keep: int = 256, fixed_s: float = 0.01, per_token_s: float = 0.0) -> None:
+        self._anchors: list[tuple[float, float]] = []
         self._samples: deque[tuple[float, float]] = deque(maxlen=keep)
         self.fixed_s, self.per_token_s = fixed_s, per_token_s
 
-    def add(self, size: int, longest: int, seconds: float) -> None:
-        self._samples.append((float(size * longest), seconds))
+    def add(self, size: int, longest: int, seconds: float, anchor: bool = False) -> None:
+        (self._anchors.append if anchor else self._samples.append)((float(size * longest), seconds))
         self._fit()
 
     def __call__(self, size: int, longest: int) -> float:
         return self.fixed_s + self.per_token_s * size * longest
 
     def _fit(self) -> None:
-        n = len(self._samples)
+        samples = [*self._anchors, *self._samples]
+        n = len(samples)
         if n < 2:
             return
-        mean_x = sum(x for x, _ in self._samples) / n
-        mean_y = sum(y for _, y in self._samples) / n
-        spread = sum((x - mean_x) ** 2 for x, _ in self._samples)
+        mean_x = sum(x for x, _ in samples) / n
+        mean_y = sum(y for _, y in samples) / n
+        spread = sum((x - mean_x) ** 2 for x, _ in samples)
         if spread <= 0:  # one shape only: all of it is per-token cost
             self.fixed_s, self.per_token_s = 0.0, mean_y / mean_x if mean_x else 0.0
             return
-        slope = sum((x - mean_x) * (y - mean_y) for x, y in self._samples) / spread
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in samples) / spread
         self.per_token_s = max(0.0, slope)
         self.fixed_s = max(0.0, mean_y - self.per_token_s * mean_x)

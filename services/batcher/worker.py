@@ -108,7 +108,7 @@ class Batcher:
             self._executor, self._model.warm_up, self._settings.max_batch_size
         )
         for size, longest, seconds in timings:
-            self.forward.add(size, longest, seconds)
+            self.forward.add(size, longest, seconds, anchor=True)
         log.info(
             "model warm: %d shapes in %.1f s; forward pass ~ %.1f ms + %.3f ms per padded token",
             len(timings),

@@ -37,3 +37,13 @@ def test_forward_time_never_goes_negative() -> None:
     forward.add(1, 10, 0.05)
     forward.add(16, 10, 0.01)  # noise: bigger was faster
     assert forward.per_token_s >= 0 and forward.fixed_s >= 0
+
+
+def test_the_warm_up_keeps_the_fit_anchored_through_a_long_run_of_one_shape() -> None:
+    forward = ForwardTime(keep=8)
+    for size, longest in [(1, 16), (4, 16), (16, 16), (16, 64)]:
+        forward.add(size, longest, 0.005 + 0.0002 * size * longest, anchor=True)
+    for _ in range(100):  # saturation: only full batches of one length
+        forward.add(16, 30, 0.005 + 0.0002 * 16 * 30)
+    assert forward.fixed_s == pytest.approx(0.005)
+    assert forward.per_token_s == pytest.approx(0.0002)

@@ -69,7 +69,9 @@ class _BatchCloseReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Batc
     BATCH_CLOSE_REASON_SIZE: _BatchCloseReason.ValueType  # 1
     """MAX_BATCH_SIZE reached."""
     BATCH_CLOSE_REASON_TOKENS: _BatchCloseReason.ValueType  # 2
-    """The padded-token budget (MAX_BATCH_TOKENS) reached."""
+    """The padded-token budget (MAX_BATCH_TOKENS) reached, or the waiting jobs' lengths were cheaper
+    to run as more than one pass (the rest ride in the next).
+    """
     BATCH_CLOSE_REASON_WAIT: _BatchCloseReason.ValueType  # 3
     """MAX_WAIT_MS elapsed since the oldest waiting job arrived."""
     BATCH_CLOSE_REASON_DRAINED: _BatchCloseReason.ValueType  # 4
@@ -84,7 +86,9 @@ BATCH_CLOSE_REASON_UNSPECIFIED: BatchCloseReason.ValueType  # 0
 BATCH_CLOSE_REASON_SIZE: BatchCloseReason.ValueType  # 1
 """MAX_BATCH_SIZE reached."""
 BATCH_CLOSE_REASON_TOKENS: BatchCloseReason.ValueType  # 2
-"""The padded-token budget (MAX_BATCH_TOKENS) reached."""
+"""The padded-token budget (MAX_BATCH_TOKENS) reached, or the waiting jobs' lengths were cheaper
+to run as more than one pass (the rest ride in the next).
+"""
 BATCH_CLOSE_REASON_WAIT: BatchCloseReason.ValueType  # 3
 """MAX_WAIT_MS elapsed since the oldest waiting job arrived."""
 BATCH_CLOSE_REASON_DRAINED: BatchCloseReason.ValueType  # 4

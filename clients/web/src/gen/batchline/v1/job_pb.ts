@@ -489,7 +489,8 @@ export enum BatchCloseReason {
   SIZE = 1,
 
   /**
-   * The padded-token budget (MAX_BATCH_TOKENS) reached.
+   * The padded-token budget (MAX_BATCH_TOKENS) reached, or the waiting jobs' lengths were cheaper
+   * to run as more than one pass (the rest ride in the next).
    *
    * @generated from enum value: BATCH_CLOSE_REASON_TOKENS = 2;
    */
