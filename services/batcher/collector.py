@@ -16,9 +16,10 @@ The rules, in order:
    alone, even over budget.
 4. Close when full (SIZE) or when the budget or the padding cost stops it growing (TOKENS).
    Otherwise: greedy runs at once (DRAINED); a fixed window runs once the oldest has waited
-   `max_wait_s` (WAIT); the adaptive mode waits only while the measured arrival rate says the
-   batch would fall behind the arrivals if run now, and only as long as that rate says the
-   batch takes to fill. Any mode closes early when waiting longer would miss the nearest deadline (DEADLINE).
+   `max_wait_s` (WAIT); the adaptive mode waits only when the forward-time model and the
+   measured arrival rate say that waiting for more jobs finishes the jobs sooner, summed, than
+   running now and running the newcomers next; never longer than `max_wait_s`. Any mode
+   closes early when waiting longer would miss the nearest deadline (DEADLINE).
 """
 
 from __future__ import annotations
@@ -69,10 +70,6 @@ class Policy:
     # What one more pass costs beyond the model's own time (the batcher's round trips and
     # bookkeeping), when deciding whether to split jobs of mixed lengths into two passes.
     pass_overhead_s: float = 0.002
-    # Adaptive wait lets small batches run while they keep the model at most this busy.
-    # Below 1 buys headroom with waiting; measured here, waiting did not pay (see
-    # docs/benchmarks/batching.md), so the default only refuses to fall behind.
-    target_utilization: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -218,22 +215,22 @@ def _fill_in_order(waiting: Sequence[Waiting], pool: list[int], policy: Policy) 
 def _worth_waiting(size: int, longest: int, policy: Policy, load: Load | None) -> float | None:
     """How long to wait for a fuller batch, or None to run now.
 
-    Running batches of `size` keeps the model busy rate x forward_s(size) / size of the time.
-    Below the target utilization, waiting adds latency and buys nothing: run now. Above it,
-    small batches would fall behind (or leave no headroom): wait for the jobs that bring the
-    batch under the target (or fill it), as long as the measured rate says they take to arrive.
+    Running the `size` jobs now and the `k` that arrive meanwhile in the next pass finishes
+    them, summed, at (size + k) T(size) + k T(k); waiting the k / rate seconds those k take to
+    arrive and running all together, at (size + k) (k / rate + T(size + k)). Wait for the k with
+    the largest saving, if any saves: only when a pass's fixed cost is large against its cost
+    per job and arrivals are quick. On a CPU, where a job costs nearly as much as a pass's fixed
+    part, that is never, and the batcher stays greedy; it waits where passes cost about the
+    same whatever their size (a GPU).
     """
     if load is None or load.arrival_rate <= 0:
         return None
-    rate, target_busy = load.arrival_rate, policy.target_utilization
-
-    def busy(n: int) -> float:
-        return rate * load.forward_s(n, longest) / n
-
-    if busy(size) < target_busy:
-        return None
-    target = next(
-        (n for n in range(size + 1, policy.max_batch_size + 1) if busy(n) < target_busy),
-        policy.max_batch_size,
-    )
-    return (target - size) / rate
+    rate, forward = load.arrival_rate, load.forward_s
+    now_cost = forward(size, longest)
+    best: tuple[float, int] | None = None  # (saving, k)
+    for k in range(1, policy.max_batch_size - size + 1):
+        run_now = (size + k) * now_cost + k * forward(k, longest)
+        wait = (size + k) * (k / rate + forward(size + k, longest))
+        if run_now - wait > 0 and (best is None or run_now - wait > best[0]):
+            best = (run_now - wait, k)
+    return best[1] / rate if best is not None else None

@@ -69,8 +69,8 @@ class BatcherSettings:
     max_batch_size: int = 16
     # How long a batch may wait for more jobs after its oldest arrived. 0 = greedy: run at once
     # with whatever arrived while the previous batch computed. MAX_WAIT_MS=auto (the default):
-    # wait only when the measured arrival rate says running now would fall behind, and never
-    # longer than MAX_WAIT_CAP_MS.
+    # wait only when the forward-time model and the arrival rate say waiting finishes the jobs
+    # sooner in total (a pass's fixed cost dominating, as on a GPU), never past MAX_WAIT_CAP_MS.
     max_wait_ms: float = 50.0
     adaptive_wait: bool = True
     # Budget for one pass in padded tokens (size x longest): long inputs ride in smaller

@@ -231,33 +231,35 @@ def test_adaptive_is_greedy_before_it_has_measured_anything() -> None:
     assert decision.take == (0,)
 
 
-def test_adaptive_waits_when_running_now_would_fall_behind() -> None:
-    # 80 jobs/s: a pass of 1 (30 ms) serves 33/s, not enough; a pass of n serves n/(0.02+0.01n),
-    # which first exceeds 80/s at n = 9: wait for 8 more, 8/80 s.
-    policy = Policy(16, 0.2, adaptive=True, target_utilization=1.0)
-    decision = next_batch(items(0.0), now=0.0, policy=policy, load=adaptive(80))
+def test_adaptive_waits_when_a_pass_costs_about_the_same_whatever_its_size() -> None:
+    # A GPU-like pass: 8 ms + 0.5 ms per job, 400 jobs/s. Running one now and the next alone
+    # finishes the pair, summed, at 2 x 8.5 + 8.5 = 25.5 ms; waiting 2.5 ms for it and running
+    # both: 2 x (2.5 + 9) = 23 ms. Waiting for two more saves nothing (43.5 either way).
+    gpu = adaptive(400, fixed_s=0.008, per_job_s=0.0005)
+    decision = next_batch(items(0.0), now=0.0, policy=Policy(16, 0.05, adaptive=True), load=gpu)
     assert decision.take == ()
-    assert decision.wait_s == pytest.approx(8 / 80)
+    assert decision.wait_s == pytest.approx(1 / 400)
 
 
-def test_adaptive_keeps_headroom_below_its_target_utilization() -> None:
-    # 20 jobs/s: a pass of 1 keeps the model 60% busy, of 2: 40%. With a 50% target it waits
-    # for a second job (1/20 s); with the default (100%) it runs at once.
-    load = adaptive(20)
-    waits = next_batch(
-        items(0.0), now=0.0, policy=Policy(16, 0.2, adaptive=True, target_utilization=0.5), load=load
-    )
-    assert waits.take == () and waits.wait_s == pytest.approx(1 / 20)
-    runs = next_batch(items(0.0), now=0.0, policy=Policy(16, 0.2, adaptive=True), load=load)
-    assert runs.take == (0,)
+def test_adaptive_is_greedy_where_a_job_costs_nearly_a_whole_pass() -> None:
+    # The CPU measured here: a pass is 16 ms + about 14 ms per job. Waiting never pays, at any rate.
+    cpu = adaptive(40, fixed_s=0.016, per_job_s=0.014)
+    for rate in (10, 40, 80, 500):
+        load = adaptive(rate, fixed_s=0.016, per_job_s=0.014)
+        decision = next_batch(items(0.0), now=0.0, policy=Policy(16, 0.05, adaptive=True), load=load)
+        assert decision.take == (0,) and decision.close_reason == DRAINED
+    pair = next_batch(items(0.0, 0.0), now=0.0, policy=Policy(16, 0.05, adaptive=True), load=cpu)
+    assert pair.take == (0, 1)
 
 
 def test_adaptive_never_waits_past_its_cap() -> None:
-    decision = next_batch(items(0.0), now=0.05, policy=Policy(16, 0.05, adaptive=True), load=adaptive(80))
+    gpu = adaptive(400, fixed_s=0.008, per_job_s=0.0005)
+    decision = next_batch(items(0.0), now=0.05, policy=Policy(16, 0.05, adaptive=True), load=gpu)
     assert decision.take == (0,) and decision.close_reason == WAIT
 
 
-def test_adaptive_runs_a_batch_that_already_keeps_up() -> None:
-    policy = Policy(16, 0.2, adaptive=True, target_utilization=1.0)
+def test_adaptive_runs_a_batch_that_is_already_worth_its_pass() -> None:
+    # 9 jobs: 20 ms fixed against 90 ms of per-job cost; another job is not worth waiting for.
+    policy = Policy(16, 0.2, adaptive=True)
     decision = next_batch(items(*[0.0] * 9), now=0.0, policy=policy, load=adaptive(80))
     assert len(decision.take) == 9 and decision.close_reason == DRAINED
