@@ -10,7 +10,7 @@ NODE_BIN := node_modules/.bin
 GRPC_PROTO := $(shell $(PY) -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))" 2>/dev/null)
 PROTOS := $(wildcard proto/batchline/v1/*.proto)
 
-.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env tls-config bench bench-full overload soak bench-scale bench-batching clean
+.PHONY: help install web gen check-gen lint format typecheck test test-unit test-integration test-e2e test-faults test-contract run up down env tls-config bench bench-full overload soak bench-scale bench-batching bench-policy clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -124,6 +124,9 @@ bench-scale: install ## throughput against 1..6 batchers (~2 min): docs/benchmar
 
 bench-batching: install ## the batching engine against the bare model (about 27 min; writes docs/benchmarks/batching.*)
 	$(PY) -m bench.batching
+
+bench-policy: install ## the batch policies simulated on the measured cost model (3 s): docs/benchmarks/policy-simulation.md
+	$(PY) -m bench.simulate
 
 clean: ## remove the venv, node_modules and caches
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .run clients/web/dist test-artifacts

@@ -67,3 +67,18 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     table = (tmp_path / "batching.md").read_text()
     assert "| 90% | default |" in table and "python -m bench.batching" in table
     assert (tmp_path / "batching.png").stat().st_size > 10_000
+
+
+def test_the_policy_simulation_ranks_the_default_first_under_load() -> None:
+    from bench.simulate import POLICIES, simulate
+
+    def forward_s(size: int, longest: int) -> float:
+        return 0.0163 + 0.00046 * size * longest
+
+    default = simulate(POLICIES["default"], 50.0, forward_s, jobs=1500)
+    fifo = simulate(POLICIES["16:0"], 50.0, forward_s, jobs=1500)
+    window = simulate(POLICIES["16:50"], 50.0, forward_s, jobs=1500)
+    assert default["p99_ms"] < fifo["p99_ms"] and default["p99_ms"] < window["p99_ms"]
+    assert default["p50_ms"] >= 4.0 + 16.3  # never below one pass plus the time outside it
+    light = simulate(POLICIES["default"], 5.0, forward_s, jobs=300)
+    assert light["mean_batch"] < 1.2  # at light load every job runs at once, nearly alone
