@@ -91,9 +91,9 @@ class RabbitBroker:
         assert self._publish_channel is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._settings.publish_timeout_s
+        if self._publish_channel.is_closed:  # refuse at once: reopening waits for a reconnect
+            return [Unavailable("RabbitMQ is unreachable: the publishing channel is closed")] * len(tasks)
         try:
-            if self._publish_channel.is_closed:  # refuse at once: reopening waits for a reconnect
-                raise aiormq.exceptions.ChannelInvalidStateError("the publishing channel is closed")
             async with asyncio.timeout_at(deadline):
                 channel = await self._publish_channel.get_underlay_channel()
         except (*BROKER_ERRORS, TimeoutError) as exc:

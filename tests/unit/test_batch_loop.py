@@ -53,9 +53,11 @@ class CountingAcks(MemoryBroker):
         return replace(delivery, ack=ack)
 
 
-def started(store: MemoryJobStore, broker: MemoryBroker) -> tuple[Batcher, asyncio.Event, asyncio.Task[None]]:
+def started(
+    store: MemoryJobStore, broker: MemoryBroker, model: RecordingModel
+) -> tuple[Batcher, asyncio.Event, asyncio.Task[None]]:
     settings = BatcherSettings(max_batch_size=1, max_wait_ms=0, adaptive_wait=False, prefetch=8, worker="w")
-    batcher = Batcher(settings, store, broker, RecordingModel())
+    batcher = Batcher(settings, store, broker, model)
     stop = asyncio.Event()
     return batcher, stop, asyncio.create_task(batcher.run(stop))
 
@@ -69,10 +71,8 @@ async def submit(store: MemoryJobStore, broker: MemoryBroker, text: str) -> str:
 
 
 async def test_the_next_pass_runs_while_the_last_results_are_stored_and_nothing_is_acked_early() -> None:
-    store, broker = HeldResults(), CountingAcks()
-    batcher, stop, running = started(store, broker)
-    model = batcher._model
-    assert isinstance(model, RecordingModel)
+    store, broker, model = HeldResults(), CountingAcks(), RecordingModel()
+    batcher, stop, running = started(store, broker, model)
     first = await submit(store, broker, "first")
     await wait_for(lambda: store.held == 1, 5, what="the first batch's results held")
     second = await submit(store, broker, "second")
@@ -91,7 +91,7 @@ async def test_the_next_pass_runs_while_the_last_results_are_stored_and_nothing_
 
 async def test_a_stop_waits_for_the_results_being_stored() -> None:
     store, broker = HeldResults(), CountingAcks()
-    _, stop, running = started(store, broker)
+    _, stop, running = started(store, broker, RecordingModel())
     job_id = await submit(store, broker, "stored before the batcher stops")
     await wait_for(lambda: store.held == 1, 5, what="the results held")
     stop.set()
