@@ -129,6 +129,19 @@ async def test_a_submit_batch_publishes_every_task_after_its_record(make_pipelin
     assert positions == list(range(1, 65))
 
 
+async def test_a_vanished_queue_refuses_submits_and_leaves_no_record(make_pipeline: MakePipeline) -> None:
+    pipeline = await make_pipeline(batcher=False)
+    connection = await aio_pika.connect(pipeline.broker_settings.amqp_url)
+    channel = await connection.channel()
+    await channel.queue_delete(pipeline.broker_settings.queue)
+    await connection.close()
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # never acked into nowhere
+        await pipeline.inference.Submit(submit("routed nowhere"))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert pipeline.broker_settings.queue in (caught.value.details() or "")
+    assert await job_keys(pipeline) == 0
+
+
 async def test_a_full_queue_refuses_fast_with_retry_info(make_pipeline: MakePipeline) -> None:
     pipeline = await make_pipeline(batcher=False, broker={"max_length": 5})
     # A quorum queue admits one message past x-max-length before it starts nacking.
