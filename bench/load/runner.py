@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import math
 import multiprocessing
@@ -268,6 +269,8 @@ class Worker:
 
 
 def _worker_main(index: int, plan: Plan, counters: Any, conn: multiprocessing.connection.Connection) -> None:
+    gc.collect()
+    gc.freeze()  # imports out of the collector's reach: a full collection is no latency spike
     with contextlib.suppress(KeyboardInterrupt):  # the parent reports the interruption
         asyncio.run(Worker(index, plan, counters).run(conn))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
@@ -12,6 +13,7 @@ from batchline import logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
+    freeze_startup_heap,
     serve_metrics,
     stop_on_signals,
     watch_dependencies,
@@ -23,7 +25,12 @@ from batchline.settings import require_distributed
 log = logging.getLogger("batcher")
 
 
-async def serve(settings: BatcherSettings, stop: asyncio.Event, model: Model | None = None) -> None:
+async def serve(
+    settings: BatcherSettings,
+    stop: asyncio.Event,
+    model: Model | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
     """Load and warm the model, then consume until `stop`; finish the batch in progress."""
     model = model or load_model(settings.model)
     store = RedisJobStore(settings.store)
@@ -48,6 +55,8 @@ async def serve(settings: BatcherSettings, stop: asyncio.Event, model: Model | N
         "length-aware" if settings.length_aware else "FIFO",
         settings.prefetch,
     )
+    if on_ready is not None:
+        on_ready()
     try:
         async with asyncio.TaskGroup() as tasks:
             if health is not None:
@@ -64,7 +73,7 @@ async def serve(settings: BatcherSettings, stop: asyncio.Event, model: Model | N
 async def _main(settings: BatcherSettings) -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
-    await serve(settings, stop)
+    await serve(settings, stop, on_ready=freeze_startup_heap)
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
 from batchline import logs, names, tracing
-from batchline.lifecycle import GrpcServer, count_tasks, serve_metrics, stop_on_signals
+from batchline.lifecycle import GrpcServer, count_tasks, freeze_startup_heap, serve_metrics, stop_on_signals
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import SettingsError, env_int
 from batchline.v1 import inference_pb2_grpc, stream_pb2_grpc
@@ -95,7 +95,8 @@ async def _main() -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
     port = env_int(os.environ, "PORT", names.EMBEDDED_PORT, minimum=0)
-    await serve(stop, port=port, metrics_port=env_int(os.environ, "METRICS_PORT", 9100, minimum=0))
+    metrics_port = env_int(os.environ, "METRICS_PORT", 9100, minimum=0)
+    await serve(stop, port=port, metrics_port=metrics_port, on_ready=lambda _port: freeze_startup_heap())
 
 
 def main() -> None:

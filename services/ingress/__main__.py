@@ -10,6 +10,7 @@ from batchline import logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
+    freeze_startup_heap,
     serve_metrics,
     stop_on_signals,
     watch_dependencies,
@@ -65,7 +66,7 @@ async def serve(
 async def _main(settings: IngressSettings) -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
-    await serve(settings, stop)
+    await serve(settings, stop, on_ready=lambda _port: freeze_startup_heap())
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import signal
 import time
@@ -125,6 +126,15 @@ async def count_tasks(stop: asyncio.Event, every_s: float = 1.0) -> None:
         TASKS.set(len(asyncio.all_tasks()))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)
+
+
+def freeze_startup_heap() -> None:
+    """Put what startup allocated (modules, descriptors, the model, connections) out of the
+    cyclic collector's reach. A full collection then walks only what requests allocate: at
+    1,000 Submit/s the ingress's full collections paused it for up to 17 ms before and under
+    1 ms after. Called once a process is ready, never in tests that run services in-process."""
+    gc.collect()
+    gc.freeze()
 
 
 def is_serving(target: str, timeout_s: float = 1.0) -> bool:
