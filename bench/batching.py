@@ -6,10 +6,12 @@ real one; built once under .run/, never committed) and review-like sentences of 
 All in one run, side by side:
 
 1. the bare model: forward passes per second at batch 16 (random batches, as a naive server
-   forms them) and one single-item pass, in the process, before the services start;
+   forms them) and one single-item pass, back to back and spaced as light load spaces jobs,
+   in the process, before the services start;
 2. configs 1:0 (no batching), 16:50 and 16:0 (FIFO, fixed window / greedy) and the default
    (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity,
-   open loop; end-to-end latency is accepted -> result stored, from each job's own trace;
+   open loop, the configs taking turns within each repeat; end-to-end latency is
+   accepted -> result stored, from each job's own trace;
 3. saturation: a backlog of jobs through the default config, fp32 and bf16.
 
 Writes docs/benchmarks/batching.{md,json,png} and batching-raw.json.
@@ -99,8 +101,14 @@ def build_model(path: Path = MODEL_DIR) -> Path:
 # --- 1. the bare model ----------------------------------------------------------------------------
 
 
-def bare_model(path: Path, precision: str, threads: int, seconds: float) -> dict[str, float]:
-    """Forward throughput at batch 16 over random (FIFO) batches, and one single-item pass."""
+def bare_model(
+    path: Path, precision: str, threads: int, seconds: float, light_load: float
+) -> dict[str, float]:
+    """Forward throughput at batch 16 over random (FIFO) batches, and one single-item pass:
+    back to back, and spaced as light load spaces them (the mean gap between arrivals at
+    `light_load` of that throughput). A pass after an idle gap runs slower on this machine
+    (~21 ms back to back, ~25 ms after 150 ms idle, with one thread as with two), so the
+    light-load overhead is given against both."""
     from batcher.hf import HFModel
     from batcher.settings import ModelSettings
 
@@ -110,24 +118,36 @@ def bare_model(path: Path, precision: str, threads: int, seconds: float) -> dict
     model.warm_up(16)
     texts = sentences(4000, seed=7)
     encoded = model.encode(texts)
-    singles = []
-    for e in sorted(encoded[:41], key=lambda e: e.tokens)[15:26]:  # around the median length
-        started = time.perf_counter()
-        model.predict([e])
-        singles.append((time.perf_counter() - started) * 1000)
     done, real, padded, started = 0, 0, 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
         batch = encoded[done % 3984 : done % 3984 + 16]
         output = model.predict(batch)
         done, real, padded = done + len(batch), real + output.real_tokens, padded + output.padded_tokens
     elapsed = time.perf_counter() - started
+    gap_s = 1 / (light_load * done / elapsed)
+    middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]  # around the median length
+    singles, spaced = [], []
+    for _ in range(3):
+        for e in middle:
+            singles.append(timed_pass(model.predict, e))
+        for e in middle:
+            time.sleep(gap_s)
+            spaced.append(timed_pass(model.predict, e))
     del model
     gc.collect()
     return {
         "throughput_per_s": done / elapsed,
         "single_pass_ms": statistics.median(singles),
+        "single_pass_spaced_ms": statistics.median(spaced),
+        "light_load_gap_ms": gap_s * 1000,
         "fifo_padding_efficiency": real / padded,
     }
+
+
+def timed_pass(predict: Any, encoded: Any) -> float:
+    started = time.perf_counter()
+    predict([encoded])
+    return (time.perf_counter() - started) * 1000
 
 
 # --- 2. open-loop runs through the services ---------------------------------------------------------
@@ -261,9 +281,11 @@ def measure_config(
     precision: str,
     capacity: float,
     loads: list[float],
-    repeats: int,
+    repeat: int,
     duration_s: float,
 ) -> list[dict[str, Any]]:
+    """One pass over `loads` on a fresh stack: repeat `repeat` of every cell of this config.
+    Every config sees the same arrivals at a given load and repeat."""
     env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
     results = []
     with stack.start("local", env, envoy=False) as targets:
@@ -271,19 +293,18 @@ def measure_config(
         asyncio.run(collect(targets.ingress, asyncio.run(backlog(targets.ingress, warm)), 0))
         for load in loads:
             rate = load * capacity
-            for repeat in range(repeats):
-                # At least 200 jobs, so a p99 is not just the slowest of a few dozen.
-                texts = sentences(max(200, int(rate * duration_s)), seed=1000 * repeat + int(load * 100))
-                baseline = asyncio.run(finished_count(targets.ingress))
-                ids, wall, lag = asyncio.run(open_loop(targets.ingress, texts, rate))
-                jobs = asyncio.run(collect(targets.ingress, ids, baseline))
-                summary = Run(name, load, rate, jobs, wall, lag).summary()
-                results.append(summary)
-                progress(
-                    f"{name:>7} {precision} load {load:.0%} ({rate:.0f}/s) #{repeat + 1}: "
-                    f"p50 {summary['e2e_p50_ms']:.0f} ms, p99 {summary['e2e_p99_ms']:.0f} ms, "
-                    f"batch {summary['mean_batch_size']:.1f}, padding {summary['padding_efficiency']:.2f}"
-                )
+            # At least 200 jobs, so a p99 is not just the slowest of a few dozen.
+            texts = sentences(max(200, int(rate * duration_s)), seed=1000 * repeat + int(load * 100))
+            baseline = asyncio.run(finished_count(targets.ingress))
+            ids, wall, lag = asyncio.run(open_loop(targets.ingress, texts, rate))
+            jobs = asyncio.run(collect(targets.ingress, ids, baseline))
+            summary = Run(name, load, rate, jobs, wall, lag).summary()
+            results.append(summary)
+            progress(
+                f"{name:>7} {precision} load {load:.0%} ({rate:.0f}/s) #{repeat + 1}: "
+                f"p50 {summary['e2e_p50_ms']:.0f} ms, p99 {summary['e2e_p99_ms']:.0f} ms, "
+                f"batch {summary['mean_batch_size']:.1f}, padding {summary['padding_efficiency']:.2f}"
+            )
     return results
 
 
@@ -356,6 +377,10 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "light_load": light,
         "light_load_p50_ms": table[("default", light)]["e2e_p50_ms"],
         "light_load_overhead_ms": table[("default", light)]["e2e_p50_ms"] - fp32["single_pass_ms"],
+        # The same pass as light load runs it: after an idle gap of the light load's spacing.
+        "single_pass_spaced_ms": fp32.get("single_pass_spaced_ms", float("nan")),
+        "light_load_overhead_vs_spaced_ms": table[("default", light)]["e2e_p50_ms"]
+        - fp32.get("single_pass_spaced_ms", float("nan")),
         "light_load_outside_model_p50_ms": table[("default", light)]["outside_model_p50_ms"],
         "p99_near_40_rps_ms": table[("default", at_40)]["e2e_p99_ms"],
         "p99_near_40_rps_offered": table[("default", at_40)]["offered_rps"],
@@ -389,10 +414,14 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"Padding efficiency at saturation: **{summary['padding_efficiency']:.2f}** real/padded tokens "
         "with the",
         f"default policy; FIFO batches of 16 of the same sentences: {fp32['fifo_padding_efficiency']:.2f}.",
-        f"One single-item forward pass: {fp32['single_pass_ms']:.1f} ms; end-to-end p50 at "
-        f"{light:.0%} load: {summary['light_load_p50_ms']:.1f} ms "
-        f"(overhead {summary['light_load_overhead_ms']:+.1f} ms; time outside the forward pass, from each",
-        f"job's trace: p50 {summary['light_load_outside_model_p50_ms']:.1f} ms).",
+        f"One single-item forward pass: {fp32['single_pass_ms']:.1f} ms back to back, "
+        f"{summary['single_pass_spaced_ms']:.1f} ms after",
+        f"{fp32.get('light_load_gap_ms', float('nan')):.0f} ms idle (the mean gap between jobs at "
+        f"{light:.0%} load). End-to-end p50 at {light:.0%} load: {summary['light_load_p50_ms']:.1f} ms: "
+        f"{summary['light_load_overhead_ms']:+.1f} ms over the",
+        f"back-to-back pass, {summary['light_load_overhead_vs_spaced_ms']:+.1f} ms over the spaced one; "
+        "time outside the forward pass, from each",
+        f"job's trace: p50 {summary['light_load_outside_model_p50_ms']:.1f} ms.",
         f"p99 at {summary['p99_near_40_rps_offered']:.0f} req/s (fp32, default): "
         f"**{summary['p99_near_40_rps_ms']:.0f} ms**. Default p99 / best fixed config p99, worst load: "
         f"{summary['default_vs_best_p99_ratio']:.2f}.",
@@ -481,13 +510,16 @@ def main(argv: list[str] | None = None) -> None:
     bare = {}
     for precision in precisions:
         progress(f"bare model, {precision}, {threads} threads")
-        bare[precision] = bare_model(model, precision, threads, seconds=20.0)
+        bare[precision] = bare_model(model, precision, threads, seconds=20.0, light_load=min(args.loads))
         progress(f"  {bare[precision]}")
     capacity = bare["fp32"]["throughput_per_s"]
     loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})
     runs: list[dict[str, Any]] = []
-    for config in args.configs:
-        runs += measure_config(config, model, "fp32", capacity, loads, args.repeats, args.duration)
+    # Configs take turns within each repeat, so a slow spell of this shared machine falls on
+    # all of them rather than on whichever config was running then.
+    for repeat in range(args.repeats):
+        for config in args.configs:
+            runs += measure_config(config, model, "fp32", capacity, loads, repeat, args.duration)
     saturation: list[dict[str, Any]] = []
     for precision in precisions:
         saturation += measure_saturation("default", model, precision, args.saturation_jobs, args.repeats)

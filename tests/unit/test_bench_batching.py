@@ -34,7 +34,13 @@ def run(config: str, load: float, p99: float) -> dict[str, Any]:
 
 
 def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Path) -> None:
-    bare = {"throughput_per_s": 60.0, "single_pass_ms": 30.0, "fifo_padding_efficiency": 0.6}
+    bare = {
+        "throughput_per_s": 60.0,
+        "single_pass_ms": 30.0,
+        "single_pass_spaced_ms": 34.0,
+        "light_load_gap_ms": 167.0,
+        "fifo_padding_efficiency": 0.6,
+    }
     raw = {
         "when": "now",
         "machine": "test",
@@ -56,6 +62,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     assert summary["saturation_ratio_bf16"] == 114.0 / 120.0
     assert summary["default_vs_best_p99_ratio"] == 105 / 100
     assert summary["light_load_overhead_ms"] == 105 / 2 - 30.0
+    assert summary["light_load_overhead_vs_spaced_ms"] == 105 / 2 - 34.0
     written = json.loads((tmp_path / "batching.json").read_text())
     for key in (
         "saturation_ratio",
@@ -66,6 +73,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
         assert key in written
     table = (tmp_path / "batching.md").read_text()
     assert "| 90% | default |" in table and "python -m bench.batching" in table
+    assert "34.0 ms after" in table and "167 ms idle" in table
     assert (tmp_path / "batching.png").stat().st_size > 10_000
 
 
