@@ -67,7 +67,8 @@ class HFModel:
         self.dtype = resolve_dtype(settings.precision, self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
         model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=True)
-        self.model = model.to(device=self.device, dtype=self.dtype).eval()
+        self.model = model.to(device=self.device).eval()
+        self._in_precision = self.dtype == torch.float32  # else converted on first use
         config = self.model.config
         self.labels = [config.id2label[i] for i in range(config.num_labels)]
         self.max_length = min(int(self.tokenizer.model_max_length), int(config.max_position_embeddings))
@@ -96,7 +97,16 @@ class HFModel:
             encoded.append(Encoded(text, seq, len(seq), truncated))
         return encoded
 
+    def _convert(self) -> None:
+        """The weights in the run precision, converted on first use by the thread that runs the
+        model (the batcher's model thread, in its warm-up): a bf16 copy made by another thread
+        ran its passes ~20% slower here (batch 16 of reviews on 2 AMX cores: 69 against 56 ms)."""
+        if not self._in_precision:
+            self.model = self.model.to(dtype=self.dtype)
+            self._in_precision = True
+
     def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
+        self._convert()
         longest = max(e.tokens for e in batch)
         input_ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(batch), longest), dtype=torch.long)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -80,8 +81,11 @@ def test_bf16_probabilities_stay_close_to_fp32(tiny_distilbert: Path) -> None:
         ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu", precision="bf16")
     )
     assert bf16.dtype in {torch.bfloat16, torch.float32}  # fp32 where the CPU has no native bf16
+    assert next(bf16.model.parameters()).dtype == torch.float32  # not yet: its first user converts it
     exact = predict_texts(fp32, TEXTS).predictions
-    rounded = predict_texts(bf16, TEXTS).predictions
+    with ThreadPoolExecutor(1) as model_thread:  # as the batcher runs it
+        rounded = model_thread.submit(predict_texts, bf16, TEXTS).result().predictions
+    assert next(bf16.model.parameters()).dtype == bf16.dtype
     for a, b in zip(exact, rounded, strict=True):
         probabilities_a, probabilities_b = dict(a.scores), dict(b.scores)
         for label, p in probabilities_a.items():
