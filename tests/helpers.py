@@ -9,10 +9,14 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+import aio_pika
+
 from batcher.model import BatchOutput, Encoded
 from batcher.simulated import SimulatedModel
 from batchline import codec
 from batchline.redis_store import RedisJobStore
+from batchline.settings import BrokerSettings
+from batchline.v1 import job_pb2
 from bench.stack import bindable as bindable  # the tests pick ports as the benchmarks do
 from bench.stack import free_port as free_port
 
@@ -81,3 +85,18 @@ class RecordingModel(SimulatedModel):
             self.computed.extend(e.text for e in batch)
             self.batch_sizes.append(len(batch))
         return output
+
+
+async def queued_tasks(settings: BrokerSettings) -> list[job_pb2.InferenceTask]:
+    """Take every task out of the work queue, in order, checking each message's properties."""
+    connection = await aio_pika.connect(settings.amqp_url)
+    channel = await connection.channel()
+    queue = await channel.get_queue(settings.queue, ensure=False)
+    tasks = []
+    while (message := await queue.get(no_ack=True, fail=False)) is not None:
+        task = job_pb2.InferenceTask.FromString(message.body)
+        assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
+        assert message.message_id == task.job_id and message.type == "batchline.v1.InferenceTask"
+        tasks.append(task)
+    await connection.close()
+    return tasks

@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 from batchline import codec
 from batchline.settings import StoreSettings
 from batchline.v1 import inference_pb2, job_pb2, stream_pb2
-from tests.helpers import RecordingModel, wait_for
+from tests.helpers import RecordingModel, queued_tasks, wait_for
 from tests.integration.conftest import MakePipeline, Pipeline
 
 
@@ -92,26 +92,11 @@ async def test_a_thousand_concurrent_jobs_all_end_done_exactly_once(make_pipelin
     assert max(stats.batch_size_histogram) <= 16
 
 
-async def published_tasks(pipeline: Pipeline) -> list[job_pb2.InferenceTask]:
-    """Take every task out of the pipeline's queue, checking each message's properties."""
-    connection = await aio_pika.connect(pipeline.broker_settings.amqp_url)
-    channel = await connection.channel()
-    queue = await channel.get_queue(pipeline.broker_settings.queue)
-    tasks = []
-    while (message := await queue.get(no_ack=True, fail=False)) is not None:
-        task = job_pb2.InferenceTask.FromString(message.body)
-        assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
-        assert message.message_id == task.job_id and message.type == "batchline.v1.InferenceTask"
-        tasks.append(task)
-    await connection.close()
-    return tasks
-
-
 async def test_write_before_publish_every_task_has_its_record(make_pipeline: MakePipeline) -> None:
     pipeline = await make_pipeline(batcher=False)
     answers = await asyncio.gather(*(pipeline.inference.Submit(submit(f"t{i}")) for i in range(50)))
     seen = []
-    for task in await published_tasks(pipeline):
+    for task in await queued_tasks(pipeline.broker_settings):
         record = await pipeline.store.get(task.job_id)
         assert record is not None and record.status == codec.QUEUED
         seen.append(task.job_id)
@@ -122,7 +107,7 @@ async def test_a_submit_batch_publishes_every_task_after_its_record(make_pipelin
     pipeline = await make_pipeline(batcher=False)
     texts = [f"batch text {i}" for i in range(64)]
     answer = await pipeline.inference.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=texts))
-    published = await published_tasks(pipeline)
+    published = await queued_tasks(pipeline.broker_settings)
     assert [t.text for t in published] == texts  # every task, once, in the caller's order
     assert [t.job_id for t in published] == [j.job_id for j in answer.jobs]
     positions = [await pipeline.store.queue_position(j.job_id) for j in answer.jobs]

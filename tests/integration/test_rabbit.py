@@ -16,21 +16,11 @@ from batchline.errors import QueueFull, Unavailable
 from batchline.rabbit import RabbitBroker
 from batchline.settings import BrokerSettings
 from batchline.v1 import job_pb2
+from tests.helpers import queued_tasks
 
 
 def tasks(n: int, tag: str = "t") -> list[job_pb2.InferenceTask]:
     return [job_pb2.InferenceTask(job_id=codec.new_job_id(), text=f"{tag} {i}") for i in range(n)]
-
-
-async def queued(settings: BrokerSettings) -> list[job_pb2.InferenceTask]:
-    connection = await aio_pika.connect(settings.amqp_url)
-    channel = await connection.channel()
-    queue = await channel.get_queue(settings.queue, ensure=False)
-    found = []
-    while (message := await queue.get(no_ack=True, fail=False)) is not None:
-        found.append(job_pb2.InferenceTask.FromString(message.body))
-    await connection.close()
-    return found
 
 
 async def books(broker: RabbitBroker) -> tuple[int, int]:
@@ -64,7 +54,7 @@ async def test_concurrent_calls_publish_every_task_once_in_each_calls_order(
     calls = [tasks(64, f"call{c}") for c in range(4)]
     answers = await asyncio.gather(*(broker.publish(call) for call in calls))
     assert all(error is None for answer in answers for error in answer)
-    found = await queued(broker_settings)
+    found = await queued_tasks(broker_settings)
     assert sorted(t.job_id for t in found) == sorted(t.job_id for call in calls for t in call)
     for call in calls:  # a call's tasks are one write: nothing of another call comes between
         ids = [t.job_id for t in call]
@@ -85,7 +75,7 @@ async def test_a_full_queue_refuses_every_task_of_a_call_with_queue_full(
         assert await broker.publish([task]) == [None]
     outcome = await broker.publish(tasks(4))
     assert all(isinstance(error, QueueFull) for error in outcome), outcome
-    assert len(await queued(settings)) == 6
+    assert len(await queued_tasks(settings)) == 6
     assert await books(broker) == (0, 0)
 
 

@@ -242,7 +242,7 @@ def test_adaptive_waits_when_a_pass_costs_about_the_same_whatever_its_size() -> 
 
 
 def test_adaptive_is_greedy_where_a_job_costs_nearly_a_whole_pass() -> None:
-    # The CPU measured here: a pass is 16 ms + about 14 ms per job. Waiting never pays, at any rate.
+    # A CPU measured for this project: a pass is 16 ms + about 14 ms per job. Waiting never pays.
     cpu = adaptive(40, fixed_s=0.016, per_job_s=0.014)
     for rate in (10, 40, 80, 500):
         load = adaptive(rate, fixed_s=0.016, per_job_s=0.014)
