@@ -28,6 +28,11 @@ SUBMIT_SECONDS = Histogram(
     ["rpc"],
     buckets=SUBMIT_BUCKETS,
 )
+SUBMIT_GROUP_JOBS = Histogram(
+    "batchline_submit_group_jobs",
+    "Single Submits stored and published together (one group commit)",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+)
 CANCELLED = Counter(
     "batchline_jobs_cancelled",
     "Jobs cancelled by a client before they finished (the batcher counts the rest)",

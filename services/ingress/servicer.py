@@ -19,6 +19,7 @@ from batchline.store import JobStore
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
 from ingress import metrics, validation
 from ingress.backlog import Backlog
+from ingress.group import GroupCommit
 from ingress.settings import IngressSettings
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         self._store = store
         self._broker = broker
         self._backlog = backlog
+        self._groups = GroupCommit(store, broker)
         self._inflight = 0
         self._full_until = 0.0  # monotonic time until which the queue counts as full
 
@@ -87,14 +89,18 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         with self._permit():
             self._check_room()
             task = self._task(text, request.options)
-            job, created = await self._store.create(_queued(task), idempotency_key)
-            if not created:
-                log.debug("deduplicated submit", extra={"job_id": job.job_id})
-                outcome.name = "deduplicated"
-                if job.status == codec.QUEUED:
-                    await self._ensure_published(job, text)
-                return _answer(job, deduplicated=True)
-            [error] = await self._broker.publish([task])
+            if idempotency_key:
+                job, created = await self._store.create(_queued(task), idempotency_key)
+                if not created:
+                    log.debug("deduplicated submit", extra={"job_id": job.job_id})
+                    outcome.name = "deduplicated"
+                    if job.status == codec.QUEUED:
+                        await self._ensure_published(job, text)
+                    return _answer(job, deduplicated=True)
+                [error] = await self._broker.publish([task])
+            else:  # nothing to deduplicate against: stored and published with its neighbours
+                job = _queued(task)
+                error = await self._groups.submit(task, job)
             if error is not None:
                 await self._forget([task.job_id], idempotency_key)
                 raise self._refusal(error)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from batchline.errors import BatchlineError
+from batchline.tracing import TraceContext
 from batchline.v1 import job_pb2
 
 
@@ -24,8 +25,11 @@ class Delivery:
 
 
 class Broker(Protocol):
-    async def publish(self, tasks: Sequence[job_pb2.InferenceTask]) -> list[BatchlineError | None]:
-        """Publish persistent tasks and wait for every confirm, all at once.
+    async def publish(
+        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[TraceContext] | None = None
+    ) -> list[BatchlineError | None]:
+        """Publish persistent tasks and wait for every confirm, all at once. `parents`: each
+        task's trace context (`tracing.headers()` of its call), default the current span's.
 
         One entry per task: None when the broker confirmed it, QueueFull when the bounded
         queue refused it, Unavailable when the broker could not be reached in time.

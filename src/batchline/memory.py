@@ -35,13 +35,17 @@ class MemoryBroker:
         self._arrived = asyncio.Condition()
         self.dead: collections.deque[_Message] = collections.deque(maxlen=max_length)
 
-    async def publish(self, tasks: Sequence[job_pb2.InferenceTask]) -> list[BatchlineError | None]:
+    async def publish(
+        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[tracing.TraceContext] | None = None
+    ) -> list[BatchlineError | None]:
         results: list[BatchlineError | None] = []
-        for task in tasks:
+        current = tracing.headers()
+        for n, task in enumerate(tasks):
             if len(self._ready) >= self._max_length:
                 results.append(QueueFull("queue is full", retry_after_s=1.0))
                 continue
-            self._ready.append(_Message(task.SerializeToString(), task.job_id, headers=tracing.headers()))
+            headers = {k: str(v) for k, v in parents[n].items()} if parents else current
+            self._ready.append(_Message(task.SerializeToString(), task.job_id, headers=headers))
             results.append(None)
         async with self._arrived:
             self._arrived.notify_all()

@@ -86,7 +86,9 @@ class RabbitBroker:
         log.info("connected to RabbitMQ at %s, queue %s", redact_url(settings.amqp_url), settings.queue)
         return broker
 
-    async def publish(self, tasks: Sequence[job_pb2.InferenceTask]) -> list[BatchlineError | None]:
+    async def publish(
+        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[tracing.TraceContext] | None = None
+    ) -> list[BatchlineError | None]:
         """Write every task in one go on the confirmed channel, then collect RabbitMQ's answers,
         all within one publish timeout."""
         if not tasks:
@@ -100,7 +102,7 @@ class RabbitBroker:
             async with asyncio.timeout_at(deadline):
                 channel = await self._publish_channel.get_underlay_channel()
                 assert isinstance(channel, aiormq.Channel)  # its books are what _write_all uses
-                confirmations = await self._write_all(channel, tasks)
+                confirmations = await self._write_all(channel, tasks, parents)
         except (*BROKER_ERRORS, TimeoutError) as exc:
             return [Unavailable(f"RabbitMQ is unreachable: {str(exc) or 'no channel in time'}")] * len(tasks)
         try:
@@ -111,7 +113,10 @@ class RabbitBroker:
         return [self._outcome(confirmation) for confirmation in confirmations]
 
     async def _write_all(
-        self, channel: aiormq.Channel, tasks: Sequence[job_pb2.InferenceTask]
+        self,
+        channel: aiormq.Channel,
+        tasks: Sequence[job_pb2.InferenceTask],
+        parents: Sequence[tracing.TraceContext] | None,
     ) -> list[asyncio.Future[object]]:
         """All the tasks' frames in one write under the channel's lock, each with a confirmation
         registered in aiormq's own books, so its reader settles them (ack, nack, return, or the
@@ -126,12 +131,12 @@ class RabbitBroker:
         async with channel.lock:
             first_tag = channel.delivery_tag
             try:
-                for task in tasks:
+                for n, task in enumerate(tasks):
                     body = task.SerializeToString()
                     span = tracing.start_span(
                         "publish",
                         SpanKind.PRODUCER,
-                        parent=current,
+                        parent=parents[n] if parents else current,
                         start_s=time.time(),
                         attributes={"batchline.job_id": task.job_id},
                     )

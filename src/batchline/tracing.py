@@ -81,6 +81,9 @@ def start_span(
     )
 
 
+TraceContext = Mapping[str, object]  # W3C trace context as headers or call metadata
+
+
 def headers(span: Span | None = None) -> dict[str, Any]:
     """W3C trace context of `span` (default: the current one) as headers; empty when off."""
     if not enabled():

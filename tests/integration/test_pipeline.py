@@ -93,14 +93,22 @@ async def test_a_thousand_concurrent_jobs_all_end_done_exactly_once(make_pipelin
 
 
 async def test_write_before_publish_every_task_has_its_record(make_pipeline: MakePipeline) -> None:
+    def grouped() -> tuple[float, float]:
+        count = REGISTRY.get_sample_value("batchline_submit_group_jobs_count") or 0.0
+        return count, REGISTRY.get_sample_value("batchline_submit_group_jobs_sum") or 0.0
+
     pipeline = await make_pipeline(batcher=False)
+    groups, jobs = grouped()
     answers = await asyncio.gather(*(pipeline.inference.Submit(submit(f"t{i}")) for i in range(50)))
     seen = []
     for task in await queued_tasks(pipeline.broker_settings):
         record = await pipeline.store.get(task.job_id)
         assert record is not None and record.status == codec.QUEUED
         seen.append(task.job_id)
-    assert sorted(seen) == sorted(a.job_id for a in answers)
+    assert sorted(seen) == sorted(a.job_id for a in answers)  # each published once
+    # Concurrent Submits were stored and published in groups, every one of them in exactly one.
+    assert grouped()[1] - jobs == 50
+    assert grouped()[0] - groups < 50
 
 
 async def test_a_submit_batch_publishes_every_task_after_its_record(make_pipeline: MakePipeline) -> None:

@@ -3,6 +3,7 @@ batcher and the stream's delivery, on real RabbitMQ and Redis, caught by an in-m
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -71,3 +72,24 @@ async def test_a_job_is_one_trace_from_the_callers_submit_to_its_watchers(
     assert inference.attributes["batchline.batch_size"] == 1
     # The record names its trace, so a client can find it.
     assert states[-1].trace.traceparent.split("-")[1] == CALLER_TRACE
+
+
+async def test_submits_published_together_each_keep_their_own_trace(
+    make_pipeline: MakePipeline, exported: InMemorySpanExporter
+) -> None:
+    exported.clear()
+    pipeline = await make_pipeline(batcher=False)
+    traces = [f"{i:02x}" * 16 for i in range(1, 9)]
+    calls = [
+        pipeline.inference.Submit(
+            inference_pb2.SubmitRequest(text=f"caller {i}"),
+            metadata=(("traceparent", f"00-{trace}-{CALLER_SPAN}-01"),),
+        )
+        for i, trace in enumerate(traces)
+    ]
+    await asyncio.gather(*calls)
+    spans = exported.get_finished_spans()
+    for trace in traces:  # each caller's publish span sits under that caller's own Submit span
+        mine = [s for s in spans if s.context is not None and s.context.trace_id == int(trace, 16)]
+        submit, publish = one(mine, "Submit"), one(mine, "publish")
+        assert publish.parent is not None and publish.parent.span_id == submit.context.span_id

@@ -12,6 +12,7 @@ import pytest
 from batchline.errors import BatchlineError, QueueFull
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import BrokerSettings
+from batchline.tracing import TraceContext
 from batchline.v1 import inference_pb2, job_pb2
 from ingress.backlog import UNMEASURED_RETRY_S, Backlog
 from ingress.servicer import InferenceServicer
@@ -23,9 +24,11 @@ class CountingBroker(MemoryBroker):
         super().__init__(max_length)
         self.publishes = 0
 
-    async def publish(self, tasks: Sequence[job_pb2.InferenceTask]) -> list[BatchlineError | None]:
+    async def publish(
+        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[TraceContext] | None = None
+    ) -> list[BatchlineError | None]:
         self.publishes += 1
-        return await super().publish(tasks)
+        return await super().publish(tasks, parents)
 
 
 def servicer(hold_s: float) -> tuple[InferenceServicer, MemoryJobStore, CountingBroker]:
