@@ -92,15 +92,16 @@ class Sampler:
             sample: dict[str, Any] = {"t": round(time.monotonic() - started, 1)}
             for name in ("ingress", "stream", "batcher", "envoy"):
                 sample[f"rss_{name}_mb"] = round(rss_mb(self.targets.pids.get(name, [])), 1)
+            # Tasks first: the GetStats call below would be one of the ingress's while it ran.
+            for name, ports in self.targets.metrics.items():
+                sample[f"tasks_{name}"] = sum(scrape(port, "batchline_event_loop_tasks") for port in ports)
+                if name == "stream":
+                    sample["watchers"] = sum(scrape(port, "batchline_watchers") for port in ports)
             try:
                 sample["queue_depth"] = stats(self.targets.ingress).queue_depth
             except grpc.RpcError:
                 sample["queue_depth"] = None
             sample["job_keys"] = sum(1 for _ in self._redis.scan_iter(match=self.key_pattern, count=1000))
-            for name, ports in self.targets.metrics.items():
-                sample[f"tasks_{name}"] = sum(scrape(port, "batchline_event_loop_tasks") for port in ports)
-                if name == "stream":
-                    sample["watchers"] = sum(scrape(port, "batchline_watchers") for port in ports)
             self.samples.append(sample)
             self._stop.wait(1.0)
 

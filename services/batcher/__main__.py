@@ -62,7 +62,7 @@ async def serve(
             if health is not None:
                 tasks.create_task(watch_dependencies(health, [store.ping, broker.ping], stop))
             tasks.create_task(batcher.run(stop))
-            tasks.create_task(count_tasks(stop))
+            count_tasks()
     finally:
         if health is not None:
             await health.drain(0)

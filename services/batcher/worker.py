@@ -200,7 +200,8 @@ class Batcher:
             if not batch:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), decision.wait_s)
+                    async with asyncio.timeout(decision.wait_s):  # no task per wait, as wait_for makes
+                        await self._wake.wait()
                 continue
             try:
                 await self._run_batch(batch, decision.close_reason)

@@ -71,7 +71,7 @@ async def serve(
         tasks.create_task(batcher.run(batcher_stop))
         sampler = tasks.create_task(ingress_metrics.sample_queue(broker, backlog, batcher_stop))
         tasks.create_task(backlog.run(batcher_stop))
-        tasks.create_task(count_tasks(batcher_stop))  # stops with the batcher
+        count_tasks()
         await fanout.subscribed.wait()
         await server.set_serving(True)
         log.info(

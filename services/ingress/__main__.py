@@ -53,7 +53,7 @@ async def serve(
             tasks.create_task(watch_dependencies(server, [store.ping, broker.ping], stop))
             tasks.create_task(backlog.run(stop))
             tasks.create_task(metrics.sample_queue(broker, backlog, stop))
-            tasks.create_task(count_tasks(stop))
+            count_tasks()
             await stop.wait()
             log.info("draining", extra={"grace_s": settings.shutdown_grace_s})
             await server.drain(settings.shutdown_grace_s)

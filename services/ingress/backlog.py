@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from batchline import lifecycle
 from batchline.errors import Unavailable
 from batchline.store import JobStore
 
@@ -78,5 +79,4 @@ class Backlog:
         while not stop.is_set():
             with contextlib.suppress(Unavailable):
                 await self.sample()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), every_s)
+            await lifecycle.pause(stop, every_s)

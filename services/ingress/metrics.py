@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from batchline import lifecycle
 from batchline.broker import Broker
 from batchline.errors import BatchlineError, InvalidArgument, QueueFull, Unavailable
 from ingress.backlog import Backlog
@@ -88,5 +89,4 @@ async def sample_queue(broker: Broker, backlog: Backlog, stop: asyncio.Event, ev
             OLDEST_QUEUED_SECONDS.set(oldest_s)
             DRAIN_RATE.set(backlog.rate() or 0.0)
             DRAIN_SECONDS.set(-1.0 if drain is None else drain)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every_s)
+        await lifecycle.pause(stop, every_s)

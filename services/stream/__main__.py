@@ -49,7 +49,7 @@ async def serve(
         async with asyncio.TaskGroup() as tasks:
             routing = tasks.create_task(fanout.run())
             tasks.create_task(watch_dependencies(server, [store.ping, subscribed], stop))
-            tasks.create_task(count_tasks(stop))
+            count_tasks()
             await stop.wait()
             await server.drain(settings.shutdown_grace_s)
             routing.cancel()

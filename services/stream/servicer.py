@@ -40,7 +40,8 @@ class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
             seen = max(codec.rank(job.status), request.after_sequence)
             while seen < LAST_SEQUENCE:
                 try:
-                    job = await asyncio.wait_for(watcher.events.get(), self._heartbeat_s)
+                    async with asyncio.timeout(self._heartbeat_s):  # no task per event, as wait_for makes
+                        job = await watcher.events.get()
                 except TimeoutError:
                     heartbeat = stream_pb2.WatchJobResponse()
                     heartbeat.heartbeat.sent_at.GetCurrentTime()
