@@ -18,7 +18,8 @@ from bench import stack, suite
 
 rate = int(sys.argv[1])
 
-def mean_group() -> float | None:
+
+def mean_group(targets: stack.Targets) -> float | None:
     """Submits per group commit, from the ingress's /metrics (None before group commit existed)."""
     [port] = targets.metrics["ingress"]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
@@ -47,7 +48,7 @@ with stack.start("local", suite.HOLD_ALL, batchers=0, envoy=False, metrics=True)
                 "ok_per_s": round(jobs / (report["total"] / 1e9)),
                 "p50_ms": latency[50],
                 "p99_ms": latency[99],
-                "jobs_per_group": mean_group(),
+                "jobs_per_group": mean_group(targets),
                 "cpu_us_per_job": {n: round(s * 1e6 / max(1, jobs)) for n, s in cpu.items()},
                 "cpu_ms_per_job_all": round(sum(cpu.values()) * 1e3 / max(1, jobs), 3),
             }
