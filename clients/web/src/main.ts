@@ -328,6 +328,7 @@ dom.keyForm.addEventListener("submit", (event) => {
   dom.input.focus();
 });
 
+dom.input.focus(); // before the config fetch below, so typing can start as soon as the page shows
 state.api = new Api(await apiUrl(window.location), () => sessionStorage.getItem(KEY_STORAGE) ?? "");
 document.body.dataset.api = state.api.baseUrl;
 render();
@@ -337,4 +338,3 @@ for (const conversation of state.conversations) {
   }
 }
 void pollStats();
-dom.input.focus();
