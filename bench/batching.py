@@ -106,9 +106,9 @@ def bare_model(
 ) -> dict[str, float]:
     """Forward throughput at batch 16 over random (FIFO) batches, and one single-item pass:
     back to back, and spaced as light load spaces them (the mean gap between arrivals at
-    `light_load` of that throughput). A pass after an idle gap runs slower on this machine
-    (~21 ms back to back, ~25 ms after 150 ms idle, with one thread as with two), so the
-    light-load overhead is given against both."""
+    `light_load` of that throughput). A pass after an idle gap ran slower on the machine this
+    was measured on (2026-11-30: ~21 ms back to back, ~25 ms after 150 ms idle, one thread as
+    with two), so the light-load overhead is given against both."""
     from batcher.hf import HFModel
     from batcher.settings import ModelSettings
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import itertools
 import math
 import multiprocessing
@@ -27,6 +26,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from batchline.lifecycle import freeze_startup_heap
 from bench.load import report, schedule
 from bench.load.calldata import CallData
 from bench.load.options import OptionError, Options
@@ -269,8 +269,7 @@ class Worker:
 
 
 def _worker_main(index: int, plan: Plan, counters: Any, conn: multiprocessing.connection.Connection) -> None:
-    gc.collect()
-    gc.freeze()  # imports out of the collector's reach: a full collection is no latency spike
+    freeze_startup_heap()  # imports out of the collector's reach: a full collection is no latency spike
     with contextlib.suppress(KeyboardInterrupt):  # the parent reports the interruption
         asyncio.run(Worker(index, plan, counters).run(conn))
 

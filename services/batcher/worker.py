@@ -200,7 +200,7 @@ class Batcher:
             if not batch:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(decision.wait_s):  # no task per wait, as wait_for makes
+                    async with asyncio.timeout(decision.wait_s):  # wait_for would make a task per wait
                         await self._wake.wait()
                 continue
             try:

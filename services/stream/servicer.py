@@ -40,7 +40,7 @@ class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
             seen = max(codec.rank(job.status), request.after_sequence)
             while seen < LAST_SEQUENCE:
                 try:
-                    async with asyncio.timeout(self._heartbeat_s):  # no task per event, as wait_for makes
+                    async with asyncio.timeout(self._heartbeat_s):  # wait_for would make a task per event
                         job = await watcher.events.get()
                 except TimeoutError:
                     heartbeat = stream_pb2.WatchJobResponse()
