@@ -12,7 +12,8 @@ All in one run, side by side:
    (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity,
    open loop, the configs taking turns within each repeat; end-to-end latency is
    accepted -> result stored, from each job's own trace;
-3. saturation: a backlog of jobs through the default config, fp32 and bf16.
+3. saturation: a backlog of jobs through the default config, fp32 and bf16, each run just after
+   the bare model's batch-16 throughput is measured again (the ratio compares the two).
 
 Writes docs/benchmarks/batching.{md,json,png} and batching-raw.json.
 """
@@ -116,15 +117,9 @@ def bare_model(
         ModelSettings(backend="hf", model_path=str(path), torch_threads=threads, precision=precision)
     )
     model.warm_up(16)
-    texts = sentences(4000, seed=7)
-    encoded = model.encode(texts)
-    done, real, padded, started = 0, 0, 0, time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        batch = encoded[done % 3984 : done % 3984 + 16]
-        output = model.predict(batch)
-        done, real, padded = done + len(batch), real + output.real_tokens, padded + output.padded_tokens
-    elapsed = time.perf_counter() - started
-    gap_s = 1 / (light_load * done / elapsed)
+    encoded = model.encode(sentences(4000, seed=7))
+    throughput, fifo_padding = fifo_throughput(model, encoded, seconds)
+    gap_s = 1 / (light_load * throughput)
     middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]  # around the median length
     singles, spaced = [], []
     for _ in range(3):
@@ -136,12 +131,23 @@ def bare_model(
     del model
     gc.collect()
     return {
-        "throughput_per_s": done / elapsed,
+        "throughput_per_s": throughput,
         "single_pass_ms": statistics.median(singles),
         "single_pass_spaced_ms": statistics.median(spaced),
         "light_load_gap_ms": gap_s * 1000,
-        "fifo_padding_efficiency": real / padded,
+        "fifo_padding_efficiency": fifo_padding,
     }
+
+
+def fifo_throughput(model: Any, encoded: list[Any], seconds: float) -> tuple[float, float]:
+    """Sequences per second over batches of 16 in arrival order (as a naive server forms them),
+    and their padding efficiency."""
+    done, real, padded, started = 0, 0, 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        at = done % (len(encoded) - 16)
+        output = model.predict(encoded[at : at + 16])
+        done, real, padded = done + 16, real + output.real_tokens, padded + output.padded_tokens
+    return done / (time.perf_counter() - started), real / padded
 
 
 def timed_pass(predict: Any, encoded: Any) -> float:
@@ -309,21 +315,35 @@ def measure_config(
 
 
 def measure_saturation(
-    name: str, model: Path, precision: str, jobs: int, repeats: int
+    name: str, model: Path, precision: str, jobs: int, repeats: int, threads: int
 ) -> list[dict[str, Any]]:
+    """A backlog through the services, each repeat just after the bare model's throughput is
+    measured again, in this process, with the services idle: the ratio compares the two on the
+    machine as it is at that moment (a shared machine drifts over a run this long)."""
+    from batcher.hf import HFModel
+    from batcher.settings import ModelSettings
+
+    bare = HFModel(
+        ModelSettings(backend="hf", model_path=str(model), torch_threads=threads, precision=precision)
+    )
+    bare.warm_up(16)
+    encoded = bare.encode(sentences(4000, seed=7))
     env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
     results = []
     with stack.start("local", env, envoy=False) as targets:
         for repeat in range(repeats):
+            bare_per_s, _ = fifo_throughput(bare, encoded, seconds=10.0)
             texts = sentences(jobs, seed=500 + repeat)
             baseline = asyncio.run(finished_count(targets.ingress))
             ids = asyncio.run(backlog(targets.ingress, texts))
             records = asyncio.run(collect(targets.ingress, ids, baseline))
             summary = Run(name, float("inf"), 0.0, records, 0.0, 0.0).summary()
             summary["precision"] = precision
+            summary["bare_throughput_per_s"] = bare_per_s
             results.append(summary)
             progress(
                 f"saturation {name} {precision} #{repeat + 1}: {summary['completed_rps']:.1f} jobs/s, "
+                f"bare just before {bare_per_s:.1f}/s (ratio {summary['completed_rps'] / bare_per_s:.2f}), "
                 f"padding {summary['padding_efficiency']:.2f}, batch {summary['mean_batch_size']:.1f}"
             )
     return results
@@ -354,6 +374,25 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         group = [r for r in saturation if r["precision"] == precision]
         return median_of(group, key) if group else float("nan")
 
+    def ratio(precision: str) -> float:
+        """Median over the saturation runs of jobs/s against the bare model measured just before
+        each (older runs: against the bare model measured at the start)."""
+        group = [r for r in saturation if r["precision"] == precision]
+        if not group or precision not in bare:
+            return float("nan")
+        start = bare[precision]["throughput_per_s"]
+        return float(
+            statistics.median(r["completed_rps"] / r.get("bare_throughput_per_s", start) for r in group)
+        )
+
+    def bare_beside(precision: str) -> float:
+        group = [
+            r["bare_throughput_per_s"]
+            for r in saturation
+            if r["precision"] == precision and "bare_throughput_per_s" in r
+        ]
+        return float(statistics.median(group)) if group else float("nan")
+
     fp32, bf16 = bare["fp32"], bare.get("bf16", {})
     light = min(loads)
     ratios = []
@@ -367,10 +406,10 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "bare_bf16_throughput_per_s": bf16.get("throughput_per_s", float("nan")),
         "saturation_fp32_jobs_per_s": sat("fp32", "completed_rps"),
         "saturation_bf16_jobs_per_s": sat("bf16", "completed_rps"),
-        "saturation_ratio": sat("fp32", "completed_rps") / fp32["throughput_per_s"],
-        "saturation_ratio_bf16": sat("bf16", "completed_rps") / bf16["throughput_per_s"]
-        if bf16
-        else float("nan"),
+        "bare_fp32_beside_saturation_per_s": bare_beside("fp32"),
+        "bare_bf16_beside_saturation_per_s": bare_beside("bf16"),
+        "saturation_ratio": ratio("fp32"),
+        "saturation_ratio_bf16": ratio("bf16"),
         "padding_efficiency": sat("fp32", "padding_efficiency"),
         "fifo_padding_efficiency": fp32["fifo_padding_efficiency"],
         "single_pass_ms": fp32["single_pass_ms"],
@@ -406,10 +445,14 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "|---|---|---|",
         f"| bare model, batch 16 (FIFO batches), sequences/s | {fp32['throughput_per_s']:.1f} | "
         f"{bf16.get('throughput_per_s', float('nan')):.1f} |",
+        "| the same, measured just before each saturation run (median) | "
+        f"{summary['bare_fp32_beside_saturation_per_s']:.1f} | "
+        f"{summary['bare_bf16_beside_saturation_per_s']:.1f} |",
         "| end to end at saturation (default policy), jobs/s | "
         f"{summary['saturation_fp32_jobs_per_s']:.1f} | "
         f"{summary['saturation_bf16_jobs_per_s']:.1f} |",
-        f"| ratio | {summary['saturation_ratio']:.2f} | {summary['saturation_ratio_bf16']:.2f} |",
+        "| ratio (median over the runs of each run against the bare model just before it) | "
+        f"{summary['saturation_ratio']:.2f} | {summary['saturation_ratio_bf16']:.2f} |",
         "",
         f"Padding efficiency at saturation: **{summary['padding_efficiency']:.2f}** real/padded tokens "
         "with the",
@@ -522,7 +565,9 @@ def main(argv: list[str] | None = None) -> None:
             runs += measure_config(config, model, "fp32", capacity, loads, repeat, args.duration)
     saturation: list[dict[str, Any]] = []
     for precision in precisions:
-        saturation += measure_saturation("default", model, precision, args.saturation_jobs, args.repeats)
+        saturation += measure_saturation(
+            "default", model, precision, args.saturation_jobs, args.repeats, threads
+        )
     raw = {
         "when": time.strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

@@ -55,23 +55,64 @@ return 1
 """
 
 # Write only if the status moves forward (rank = min(status, 3)); publish only if written; count
-# a job leaving QUEUED. KEYS: job, finished counters, left counter, waiting set.
-# ARGV: status, record, ttl ms, channel, event, status name, job id.
-TRANSITION_LUA = """
-local cur = redis.call('HGET', KEYS[1], 's')
-if not cur then return 0 end
-local new = tonumber(ARGV[1])
-if math.min(new, 3) <= math.min(tonumber(cur), 3) then return 0 end
-if cur == '1' then
-  redis.call('INCR', KEYS[3])
-  redis.call('ZREM', KEYS[4], ARGV[7])
+# a job leaving QUEUED. One function, so a single transition and a batch's run the same rule.
+TRANSITION_STEP = """
+local function step(job, finished, left, waiting, status, record, ttl, channel, event, name, id)
+  local cur = redis.call('HGET', job, 's')
+  if not cur then return 0 end
+  local new = tonumber(status)
+  if math.min(new, 3) <= math.min(tonumber(cur), 3) then return 0 end
+  if cur == '1' then
+    redis.call('INCR', left)
+    redis.call('ZREM', waiting, id)
+  end
+  redis.call('HSET', job, 's', status, 'd', record)
+  redis.call('PEXPIRE', job, ttl)
+  if new >= 3 then redis.call('HINCRBY', finished, name, 1) end
+  redis.call('PUBLISH', channel, event)
+  return 1
 end
-redis.call('HSET', KEYS[1], 's', ARGV[1], 'd', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-if new >= 3 then redis.call('HINCRBY', KEYS[2], ARGV[6], 1) end
-redis.call('PUBLISH', ARGV[4], ARGV[5])
-return 1
 """
+
+# KEYS: job, finished counters, left counter, waiting set.
+# ARGV: status, record, ttl ms, channel, event, status name, job id.
+TRANSITION_LUA = (
+    TRANSITION_STEP
+    + "return step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], "
+    + "ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])"
+)
+
+# A batch's transitions and its statistics in one call (one command for Redis to run instead
+# of one per job). KEYS: finished counters, left counter, waiting set, workers set, the worker's
+# counters, batch sizes, close reasons, then each job.
+# ARGV: ttl ms, channel, then per job: status, record, event, status name, job id; then, if the
+# batch is counted: worker, size, real tokens, padded tokens, inference ms, queue wait ms, close
+# reason. Returns 1 or 0 per job: written or not.
+TRANSITION_MANY_LUA = (
+    TRANSITION_STEP
+    + """
+local jobs = #KEYS - 7
+local written = {}
+for i = 1, jobs do
+  local at = 3 + (i - 1) * 5
+  written[i] = step(KEYS[7 + i], KEYS[1], KEYS[2], KEYS[3], ARGV[at], ARGV[at + 1], ARGV[1],
+                    ARGV[2], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
+end
+local b = 3 + jobs * 5
+if ARGV[b] then
+  redis.call('SADD', KEYS[4], ARGV[b])
+  redis.call('HINCRBY', KEYS[5], 'batches', 1)
+  redis.call('HINCRBY', KEYS[5], 'jobs', ARGV[b + 1])
+  redis.call('HINCRBY', KEYS[5], 'real_tokens', ARGV[b + 2])
+  redis.call('HINCRBY', KEYS[5], 'padded_tokens', ARGV[b + 3])
+  redis.call('HINCRBYFLOAT', KEYS[5], 'inference_ms', ARGV[b + 4])
+  redis.call('HINCRBYFLOAT', KEYS[5], 'queue_wait_ms', ARGV[b + 5])
+  redis.call('HINCRBY', KEYS[6], ARGV[b + 1], 1)
+  redis.call('HINCRBY', KEYS[7], ARGV[b + 6], 1)
+end
+return written
+"""
+)
 
 # Mark a job's task published: a field of the job's own hash, so it expires with the record;
 # never on a record that is gone (HSET alone would create a hash with no TTL). KEYS: job.
@@ -119,6 +160,7 @@ class RedisJobStore:
         self._create = self._redis.register_script(CREATE_LUA)
         self._create_many = self._redis.register_script(CREATE_MANY_LUA)
         self._transition = self._redis.register_script(TRANSITION_LUA)
+        self._transition_many = self._redis.register_script(TRANSITION_MANY_LUA)
         self._discard = self._redis.register_script(DISCARD_LUA)
         self._mark_published = self._redis.register_script(MARK_PUBLISHED_LUA)
 
@@ -226,28 +268,46 @@ class RedisJobStore:
             raise Unavailable("Redis is unreachable") from exc
 
     async def transition_many(self, jobs: Sequence[Job], batch: BatchRecord | None = None) -> list[bool]:
+        """Every job's transition and the batch's statistics in one script call: one command for
+        Redis, and no SCRIPT EXISTS round trip (which a pipeline holding scripts costs)."""
+        if not jobs and batch is None:
+            return []
+        p = self._prefix
+        worker = batch.worker if batch is not None else ""
+        keys = [
+            p + names.STATS_FINISHED,
+            self._left,
+            self._waiting,
+            p + names.STATS_WORKERS,
+            p + names.STATS_WORKER + worker,
+            p + names.STATS_BATCH_SIZES,
+            p + names.STATS_CLOSE_REASONS,
+        ]
+        args: list[str | int | float | bytes] = [self._ttl_ms, self.channel]
+        for job in jobs:
+            keys.append(self.job_key(job.job_id))
+            args += [
+                job.status,
+                codec.encode_record(job),
+                codec.encode_event(job),
+                codec.status_key(job.status),
+                job.job_id,
+            ]
+        if batch is not None:
+            args += [
+                worker,
+                batch.size,
+                batch.real_tokens,
+                batch.padded_tokens,
+                batch.inference_ms,
+                batch.queue_wait_ms,
+                batch.close_reason,
+            ]
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for job in jobs:
-                    await self._transition(**self._transition_args(job), client=pipe)
-                if batch is not None:
-                    self._count_batch(pipe, batch)
-                results = await pipe.execute()
+            written = await self._transition_many(keys=keys, args=args)
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
-        return [bool(r) for r in results[: len(jobs)]]
-
-    def _count_batch(self, pipe: Any, batch: BatchRecord) -> None:
-        worker_key = self._prefix + names.STATS_WORKER + batch.worker
-        pipe.sadd(self._prefix + names.STATS_WORKERS, batch.worker)
-        pipe.hincrby(worker_key, "batches", 1)
-        pipe.hincrby(worker_key, "jobs", batch.size)
-        pipe.hincrby(worker_key, "real_tokens", batch.real_tokens)
-        pipe.hincrby(worker_key, "padded_tokens", batch.padded_tokens)
-        pipe.hincrbyfloat(worker_key, "inference_ms", batch.inference_ms)
-        pipe.hincrbyfloat(worker_key, "queue_wait_ms", batch.queue_wait_ms)
-        pipe.hincrby(self._prefix + names.STATS_BATCH_SIZES, str(batch.size), 1)
-        pipe.hincrby(self._prefix + names.STATS_CLOSE_REASONS, batch.close_reason, 1)
+        return [bool(w) for w in written]
 
     async def get(self, job_id: str) -> Job | None:
         try:

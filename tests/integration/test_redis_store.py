@@ -106,6 +106,44 @@ async def test_batch_statistics_and_statuses(store: RedisJobStore) -> None:
     assert stats.close_reasons == {"BATCH_CLOSE_REASON_DRAINED": 1}
 
 
+async def test_a_batch_write_applies_the_forward_only_rule_to_each_job(store: RedisJobStore) -> None:
+    """One script call for a whole batch: each job is written (and announced) only if it moves
+    forward; the batch is counted once; the QUEUED bookkeeping follows each job that left."""
+    events: list[job_pb2.Job] = []
+    listener = await collect_events(store, events)
+    await store.create_many([job("m1", codec.QUEUED), job("m2", codec.QUEUED), job("m3", codec.QUEUED)])
+    assert await store.transition(job("m2", codec.CANCELLED))
+    before = await store.left_queue()
+    record = BatchRecord("w2", 2, 7, 9, 3.5, "BATCH_CLOSE_REASON_SIZE", queue_wait_ms=4.25)
+    written = await store.transition_many(
+        [job("m1", codec.DONE), job("m2", codec.DONE), job("gone", codec.DONE), job("m3", codec.RUNNING)],
+        record,
+    )
+    assert written == [True, False, False, True]
+    assert await store.statuses(["m1", "m2", "gone", "m3"]) == [
+        codec.DONE,
+        codec.CANCELLED,
+        None,
+        codec.RUNNING,
+    ]
+    assert await store.left_queue() == before + 2  # m1 and m3 left QUEUED; m2 had already
+    await wait_for(lambda: len(events) >= 3, what="the three written states")
+    await asyncio.sleep(0.2)  # a refused write's event would have arrived by now
+    listener.cancel()
+    assert [(e.job_id, e.status) for e in events] == [
+        ("m2", codec.CANCELLED),
+        ("m1", codec.DONE),
+        ("m3", codec.RUNNING),
+    ]
+    assert await store.transition_many([job("m3", codec.DONE)]) == [True]  # no batch: not counted
+    stats = await store.stats()
+    worker = stats.workers["w2"]
+    assert (worker.batches, worker.jobs, worker.real_tokens, worker.padded_tokens) == (1, 2, 7, 9)
+    assert worker.inference_ms == 3.5 and worker.queue_wait_ms == 4.25
+    assert stats.batch_sizes == {2: 1} and stats.close_reasons == {"BATCH_CLOSE_REASON_SIZE": 1}
+    assert stats.finished == {"JOB_STATUS_DONE": 2, "JOB_STATUS_CANCELLED": 1}
+
+
 async def test_discard_removes_record_and_its_idempotency_key(store: RedisJobStore) -> None:
     await store.create(job("d1", codec.QUEUED), "dk")
     await store.discard("d1", "dk")

@@ -54,12 +54,22 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
         ],
         "saturation": [
             {"precision": "fp32", "completed_rps": 57.0, "padding_efficiency": 0.88},
-            {"precision": "bf16", "completed_rps": 114.0, "padding_efficiency": 0.88},
+            # Each run against the bare model measured just before it: ratios 0.9, 0.95, 1.0.
+            *(
+                {
+                    "precision": "bf16",
+                    "completed_rps": done,
+                    "padding_efficiency": 0.88,
+                    "bare_throughput_per_s": beside,
+                }
+                for done, beside in [(90.0, 100.0), (95.0, 100.0), (150.0, 150.0)]
+            ),
         ],
     }
     summary = batching.report(raw, tmp_path, "python -m bench.batching")
-    assert summary["saturation_ratio"] == 57.0 / 60.0
-    assert summary["saturation_ratio_bf16"] == 114.0 / 120.0
+    assert summary["saturation_ratio"] == 57.0 / 60.0  # no bare beside it: the one at the start
+    assert summary["saturation_ratio_bf16"] == 0.95  # not 95 / 120, nor the median jobs/s / bare
+    assert summary["bare_bf16_beside_saturation_per_s"] == 100.0
     assert summary["default_vs_best_p99_ratio"] == 105 / 100
     assert summary["light_load_overhead_ms"] == 105 / 2 - 30.0
     assert summary["light_load_overhead_vs_spaced_ms"] == 105 / 2 - 34.0
