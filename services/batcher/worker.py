@@ -1,7 +1,8 @@
 """The batch loop: collect deliveries, form a batch, one forward pass in the model thread,
 store every result (and its event) in one round trip, then ack. The round trips overlap the
 model: RUNNING is written while the pass computes, and one batch's results are stored while the
-next batch computes.
+next batch computes; when a pass ends, the next batch is formed, admitted and handed to the
+model first, and only then are the finished pass's results stored.
 
 At-least-once delivery with idempotent results: a job already finished is acked without
 recompute, and the store refuses any write that would move a status backwards.
@@ -14,6 +15,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -98,6 +100,7 @@ class Batcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
         self.counters = Counters()
         self._storing: asyncio.Task[None] | None = None  # the last batch's results being stored
+        self._unstored: Coroutine[None, None, None] | None = None  # a finished pass's, not yet
 
     async def warm_up(self) -> None:
         """Run the model over the shapes traffic will use, in the model thread, before health
@@ -125,6 +128,7 @@ class Batcher:
             tasks.create_task(self._wake_on(stop))
             try:
                 await self._loop(stop)
+                await self._store_finished()
                 await self._finish_storing()
             finally:
                 consumer.cancel()
@@ -198,7 +202,8 @@ class Batcher:
             if expired:
                 await self._expire(expired)
             if not batch:
-                self._wake.clear()
+                self._wake.clear()  # before any await: an arrival from here on ends the wait
+                await self._store_finished()  # nothing to hand the model: store what it finished
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(decision.wait_s):  # wait_for would make a task per wait
                         await self._wake.wait()
@@ -209,14 +214,18 @@ class Batcher:
                 log.warning("store unavailable (%s); %d jobs go back to the queue", exc, len(batch))
                 for pending in batch:
                     await pending.delivery.requeue()
+                await self._store_finished()
                 await asyncio.sleep(RETRY_AFTER_STORE_FAILURE_S)
 
     async def _run_batch(self, batch: list[Pending], close_reason: int) -> None:
         """Admit, then start the forward pass at once: RUNNING is written while the model computes,
         and the results are stored (and acked) while the next batch computes. The model never
-        waits on Redis or RabbitMQ; at most one batch's results are being stored at a time."""
+        waits on Redis or RabbitMQ; at most one batch's results are being stored at a time.
+        The last pass's results wait until this pass is handed over: storing them first (their
+        records, Redis's script) delayed this batch's status read ~2 ms at saturation here."""
         runnable = await self._admit(batch)
         if not runnable:
+            await self._store_finished()
             return
         batch_id = uuid.uuid4().hex[:16]
         started = time.time()
@@ -234,6 +243,7 @@ class Batcher:
         running = [self._running(p, batch_id, len(runnable), started) for p in runnable]
         _mark(running, spans)
         computing = asyncio.create_task(self._infer(runnable))
+        await self._store_finished()
         try:
             await self._store.transition_many(running)  # forward-only: never lands after DONE
         except Unavailable:
@@ -243,10 +253,15 @@ class Batcher:
                     span.end()
             raise
         passes = await computing
-        await self._finish_storing()
-        self._storing = asyncio.create_task(
-            self._store_results(runnable, passes, batch_id, started, close_reason, spans)
-        )
+        # Stored once the next batch is handed to the model, or the loop finds none to hand.
+        self._unstored = self._store_results(runnable, passes, batch_id, started, close_reason, spans)
+
+    async def _store_finished(self) -> None:
+        """Start storing the finished pass's results, once the batch before it is stored."""
+        if self._unstored is not None:
+            unstored, self._unstored = self._unstored, None
+            await self._finish_storing()
+            self._storing = asyncio.create_task(unstored)
 
     async def _finish_storing(self) -> None:
         """Wait for the previous batch's results to be stored (normally long done)."""

@@ -1,10 +1,13 @@
 """The batch loop's overlap of model and round trips, on the in-memory queue and store: the model
-never waits for a batch's results to be stored, and nothing is acked before it is stored."""
+never waits for a batch's results to be stored, the next batch goes to the model before the last
+results are stored, and nothing is acked before it is stored."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -101,3 +104,60 @@ async def test_a_stop_waits_for_the_results_being_stored() -> None:
     await asyncio.wait_for(running, 5)
     assert (await store.get(job_id)).status == codec.DONE  # type: ignore[union-attr]
     assert broker.acked == [job_id]
+
+
+class RecordingExecutor(ThreadPoolExecutor):
+    """The model thread, noting (on the event loop) each pass handed to it."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(max_workers=1)
+        self.log = log
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        batch = args[-1]
+        self.log.append("pass " + ",".join(e.text for e in batch))
+        return super().submit(fn, *args, **kwargs)
+
+
+class RecordingStore(MemoryJobStore):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(job_ttl_s=60)
+        self.log = log
+
+    async def transition_many(
+        self, jobs: Sequence[job_pb2.Job], batch: BatchRecord | None = None
+    ) -> list[bool]:
+        if any(codec.is_terminal(job.status) for job in jobs):
+            self.log.append("store results")
+        return await super().transition_many(jobs, batch)
+
+
+async def test_the_next_pass_is_handed_to_the_model_before_the_last_results_are_stored() -> None:
+    """When a pass ends with jobs waiting, the model gets its next batch first; the finished
+    pass's results are stored after (storing first delayed the next pass's status read)."""
+    log: list[str] = []
+    model = RecordingModel()
+    model.gate = threading.Event()
+    store, broker = RecordingStore(log), MemoryBroker()
+    batcher, stop, running = started(store, broker, model)
+    batcher._executor = RecordingExecutor(log)
+    await submit(store, broker, "first")
+    await wait_for(lambda: log == ["pass first"], 5, what="the first pass")
+    await submit(store, broker, "second")
+    await wait_for(lambda: len(batcher._waiting) == 1, 5, what="the second job waiting")
+    model.gate.set()
+    await wait_for(lambda: batcher.counters.done == 2, 5, what="both batches stored")
+    assert log == ["pass first", "pass second", "store results", "store results"]
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+
+async def test_a_finished_pass_is_stored_at_once_when_nothing_waits() -> None:
+    """At light load the results do not wait for a next batch that is not there."""
+    log: list[str] = []
+    store, broker = RecordingStore(log), MemoryBroker()
+    batcher, stop, running = started(store, broker, RecordingModel())
+    await submit(store, broker, "alone")
+    await wait_for(lambda: batcher.counters.done == 1, 5, what="the result stored")
+    stop.set()
+    await asyncio.wait_for(running, 5)
