@@ -99,3 +99,25 @@ def test_warm_up_runs_every_shape_and_reports_timings(tiny_distilbert: Path) -> 
         (size, longest) for size in (1, 2, 4) for longest in (16, 32)
     }
     assert all(seconds > 0 for _, _, seconds in timings)
+
+
+def test_warm_up_in_bf16_also_runs_every_length_a_backlog_or_one_job_meets(tiny_distilbert: Path) -> None:
+    """bf16 kernels are made per input shape: a full batch and a single job at every length up
+    to the model's limit (here 32) are warm before the batcher serves. fp32 keeps the grid."""
+    model = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu"))
+    seen: list[tuple[int, int]] = []
+    real_predict = model.predict
+
+    def recording(batch):  # type: ignore[no-untyped-def]
+        seen.append((len(batch), max(e.tokens for e in batch)))
+        return real_predict(batch)
+
+    model.predict = recording  # type: ignore[method-assign]
+    model.warm_up(max_batch_size=4)
+    assert set(seen) == {(size, longest) for size in (1, 2, 4) for longest in (16, 32)}
+    seen.clear()
+    model.dtype = torch.bfloat16  # as resolved on a CPU with AVX512-BF16 or AMX
+    model.warm_up(max_batch_size=4)
+    swept = {(size, longest) for size in (1, 4) for longest in range(2, model.max_length + 1)}
+    assert swept <= set(seen)
+    assert {shape for shape in seen if shape[0] == 2} == {(2, 16), (2, 32)}  # the grid only
