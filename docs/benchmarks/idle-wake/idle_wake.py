@@ -1,0 +1,82 @@
+"""What one hop between processes costs on this machine when they were idle before it: a Redis
+PING, and a task published to RabbitMQ (confirmed, quorum queue, as the ingress publishes)
+until its consumer has it, each after 0, 1, 10 and 100 ms of quiet.
+
+    PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/idle-wake/idle_wake.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+
+import redis.asyncio as redis
+
+from batchline.rabbit import RabbitBroker
+from batchline.settings import BrokerSettings
+from batchline.v1 import job_pb2
+
+GAPS_S = (0.0, 0.001, 0.01, 0.1)
+SAMPLES = 40
+
+
+async def redis_ping() -> None:
+    client = redis.Redis()
+    await client.ping()
+    for gap in GAPS_S:
+        times = []
+        for _ in range(SAMPLES):
+            await asyncio.sleep(gap)
+            began = time.perf_counter()
+            await client.ping()
+            times.append((time.perf_counter() - began) * 1000)
+        print(f"Redis PING after {gap * 1000:5.0f} ms quiet: p50 {statistics.median(times):.3f} ms")
+    await client.aclose()
+
+
+async def rabbit_delivery() -> None:
+    settings = BrokerSettings(
+        amqp_url="amqp://guest:guest@127.0.0.1:5672/", queue=f"wake-{uuid.uuid4().hex[:8]}"
+    )
+    broker = await RabbitBroker.connect(settings, "idle-wake")
+    delivered: dict[str, float] = {}
+    got = asyncio.Event()
+
+    async def consume() -> None:
+        async for delivery in broker.consume(16):
+            delivered[job_pb2.InferenceTask.FromString(delivery.body).job_id] = time.perf_counter()
+            got.set()
+            await delivery.ack()
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0.5)
+    try:
+        for gap in GAPS_S:
+            to_consumer, to_confirm = [], []
+            for i in range(SAMPLES):
+                await asyncio.sleep(gap)
+                job_id = f"{gap}-{i}"
+                got.clear()
+                began = time.perf_counter()
+                await broker.publish([job_pb2.InferenceTask(job_id=job_id, text="quiet")])
+                to_confirm.append((time.perf_counter() - began) * 1000)
+                await asyncio.wait_for(got.wait(), 5)
+                to_consumer.append((delivered[job_id] - began) * 1000)
+            print(
+                f"RabbitMQ publish after {gap * 1000:5.0f} ms quiet: confirm p50 "
+                f"{statistics.median(to_confirm):.2f} ms, "
+                f"at the consumer p50 {statistics.median(to_consumer):.2f} ms"
+            )
+    finally:
+        consumer.cancel()
+        channel = await broker._connection.channel()
+        await channel.queue_delete(settings.queue)
+        await channel.queue_delete(settings.dead_letter_queue)
+        await broker.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(redis_ping())
+    asyncio.run(rabbit_delivery())
