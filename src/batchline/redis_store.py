@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast
+from typing import cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -54,49 +54,32 @@ end
 return 1
 """
 
-# Write only if the status moves forward (rank = min(status, 3)); publish only if written; count
-# a job leaving QUEUED. One function, so a single transition and a batch's run the same rule.
-TRANSITION_STEP = """
-local function step(job, finished, left, waiting, status, record, ttl, channel, event, name, id)
-  local cur = redis.call('HGET', job, 's')
-  if not cur then return 0 end
-  local new = tonumber(status)
-  if math.min(new, 3) <= math.min(tonumber(cur), 3) then return 0 end
-  if cur == '1' then
-    redis.call('INCR', left)
-    redis.call('ZREM', waiting, id)
-  end
-  redis.call('HSET', job, 's', status, 'd', record)
-  redis.call('PEXPIRE', job, ttl)
-  if new >= 3 then redis.call('HINCRBY', finished, name, 1) end
-  redis.call('PUBLISH', channel, event)
-  return 1
-end
-"""
-
-# KEYS: job, finished counters, left counter, waiting set.
-# ARGV: status, record, ttl ms, channel, event, status name, job id.
-TRANSITION_LUA = (
-    TRANSITION_STEP
-    + "return step(KEYS[1], KEYS[2], KEYS[3], KEYS[4], "
-    + "ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])"
-)
-
-# A batch's transitions and its statistics in one call (one command for Redis to run instead
-# of one per job). KEYS: finished counters, left counter, waiting set, workers set, the worker's
-# counters, batch sizes, close reasons, then each job.
-# ARGV: ttl ms, channel, then per job: status, record, event, status name, job id; then, if the
+# Jobs' transitions, and a batch's statistics, in one call: each job is written only if its
+# status moves forward (rank = min(status, 3)), announced only if written, and counted as
+# leaving QUEUED if it was QUEUED. KEYS: finished counters, left counter, waiting set, workers
+# set, the worker's counters, batch sizes, close reasons, then each job.
+# ARGV: ttl ms, channel, then per job: status, record, event, status name, job id; then, if a
 # batch is counted: worker, size, real tokens, padded tokens, inference ms, queue wait ms, close
 # reason. Returns 1 or 0 per job: written or not.
-TRANSITION_MANY_LUA = (
-    TRANSITION_STEP
-    + """
+TRANSITION_LUA = """
 local jobs = #KEYS - 7
 local written = {}
 for i = 1, jobs do
-  local at = 3 + (i - 1) * 5
-  written[i] = step(KEYS[7 + i], KEYS[1], KEYS[2], KEYS[3], ARGV[at], ARGV[at + 1], ARGV[1],
-                    ARGV[2], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
+  local job, at = KEYS[7 + i], 3 + (i - 1) * 5
+  local cur = redis.call('HGET', job, 's')
+  local new = tonumber(ARGV[at])
+  written[i] = 0
+  if cur and math.min(new, 3) > math.min(tonumber(cur), 3) then
+    if cur == '1' then
+      redis.call('INCR', KEYS[2])
+      redis.call('ZREM', KEYS[3], ARGV[at + 4])
+    end
+    redis.call('HSET', job, 's', ARGV[at], 'd', ARGV[at + 1])
+    redis.call('PEXPIRE', job, ARGV[1])
+    if new >= 3 then redis.call('HINCRBY', KEYS[1], ARGV[at + 3], 1) end
+    redis.call('PUBLISH', ARGV[2], ARGV[at + 2])
+    written[i] = 1
+  end
 end
 local b = 3 + jobs * 5
 if ARGV[b] then
@@ -112,7 +95,6 @@ if ARGV[b] then
 end
 return written
 """
-)
 
 # Mark a job's task published: a field of the job's own hash, so it expires with the record;
 # never on a record that is gone (HSET alone would create a hash with no TTL). KEYS: job.
@@ -160,7 +142,6 @@ class RedisJobStore:
         self._create = self._redis.register_script(CREATE_LUA)
         self._create_many = self._redis.register_script(CREATE_MANY_LUA)
         self._transition = self._redis.register_script(TRANSITION_LUA)
-        self._transition_many = self._redis.register_script(TRANSITION_MANY_LUA)
         self._discard = self._redis.register_script(DISCARD_LUA)
         self._mark_published = self._redis.register_script(MARK_PUBLISHED_LUA)
 
@@ -242,30 +223,9 @@ class RedisJobStore:
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
 
-    def _transition_args(self, job: Job) -> dict[str, Any]:
-        return {
-            "keys": [
-                self.job_key(job.job_id),
-                self._prefix + names.STATS_FINISHED,
-                self._left,
-                self._waiting,
-            ],
-            "args": [
-                job.status,
-                codec.encode_record(job),
-                self._ttl_ms,
-                self.channel,
-                codec.encode_event(job),
-                codec.status_key(job.status),
-                job.job_id,
-            ],
-        }
-
     async def transition(self, job: Job) -> bool:
-        try:
-            return bool(await self._transition(**self._transition_args(job)))
-        except RedisError as exc:
-            raise Unavailable("Redis is unreachable") from exc
+        [written] = await self.transition_many([job])
+        return written
 
     async def transition_many(self, jobs: Sequence[Job], batch: BatchRecord | None = None) -> list[bool]:
         """Every job's transition and the batch's statistics in one script call: one command for
@@ -304,7 +264,7 @@ class RedisJobStore:
                 batch.close_reason,
             ]
         try:
-            written = await self._transition_many(keys=keys, args=args)
+            written = await self._transition(keys=keys, args=args)
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
         return [bool(w) for w in written]
