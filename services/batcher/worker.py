@@ -15,9 +15,10 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
@@ -100,7 +101,8 @@ class Batcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
         self.counters = Counters()
         self._storing: asyncio.Task[None] | None = None  # the last batch's results being stored
-        self._unstored: Coroutine[None, None, None] | None = None  # a finished pass's, not yet
+        # A finished pass's results, stored once the next batch is handed to the model.
+        self._unstored: Callable[[], Coroutine[None, None, None]] | None = None
 
     async def warm_up(self) -> None:
         """Run the model over the shapes traffic will use, in the model thread, before health
@@ -221,8 +223,9 @@ class Batcher:
         """Admit, then start the forward pass at once: RUNNING is written while the model computes,
         and the results are stored (and acked) while the next batch computes. The model never
         waits on Redis or RabbitMQ; at most one batch's results are being stored at a time.
-        The last pass's results wait until this pass is handed over: storing them first (their
-        records, Redis's script) delayed this batch's status read ~2 ms at saturation here."""
+        The last pass's results wait until this pass is handed over: stored first (their records,
+        Redis's script), they held up this batch's status read, 2.5 of the 4.3 ms between two
+        bf16 passes at saturation here."""
         runnable = await self._admit(batch)
         if not runnable:
             await self._store_finished()
@@ -253,15 +256,16 @@ class Batcher:
                     span.end()
             raise
         passes = await computing
-        # Stored once the next batch is handed to the model, or the loop finds none to hand.
-        self._unstored = self._store_results(runnable, passes, batch_id, started, close_reason, spans)
+        self._unstored = partial(
+            self._store_results, runnable, passes, batch_id, started, close_reason, spans
+        )
 
     async def _store_finished(self) -> None:
         """Start storing the finished pass's results, once the batch before it is stored."""
         if self._unstored is not None:
             unstored, self._unstored = self._unstored, None
             await self._finish_storing()
-            self._storing = asyncio.create_task(unstored)
+            self._storing = asyncio.create_task(unstored())
 
     async def _finish_storing(self) -> None:
         """Wait for the previous batch's results to be stored (normally long done)."""
