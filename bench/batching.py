@@ -110,14 +110,7 @@ def bare_model(
     `light_load` of that throughput). A pass after an idle gap ran slower on the machine this
     was measured on (2026-11-30: ~21 ms back to back, ~25 ms after 150 ms idle, one thread as
     with two), so the light-load overhead is given against both."""
-    from batcher.hf import HFModel
-    from batcher.settings import ModelSettings
-
-    model = HFModel(
-        ModelSettings(backend="hf", model_path=str(path), torch_threads=threads, precision=precision)
-    )
-    model.warm_up(16)
-    encoded = model.encode(sentences(4000, seed=7))
+    model, encoded = warm_model(path, precision, threads)
     throughput, fifo_padding = fifo_throughput(model, encoded, seconds)
     gap_s = 1 / (light_load * throughput)
     middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]  # around the median length
@@ -137,6 +130,19 @@ def bare_model(
         "light_load_gap_ms": gap_s * 1000,
         "fifo_padding_efficiency": fifo_padding,
     }
+
+
+def warm_model(path: Path, precision: str, threads: int) -> tuple[Any, list[Any]]:
+    """The model in this process, warmed as the batcher warms it, and 4,000 benchmark sentences
+    encoded for it."""
+    from batcher.hf import HFModel
+    from batcher.settings import ModelSettings
+
+    model = HFModel(
+        ModelSettings(backend="hf", model_path=str(path), torch_threads=threads, precision=precision)
+    )
+    model.warm_up(16)
+    return model, model.encode(sentences(4000, seed=7))
 
 
 def fifo_throughput(model: Any, encoded: list[Any], seconds: float) -> tuple[float, float]:
@@ -320,14 +326,7 @@ def measure_saturation(
     """A backlog through the services, each repeat just after the bare model's throughput is
     measured again, in this process, with the services idle: the ratio compares the two on the
     machine as it is at that moment (a shared machine drifts over a run this long)."""
-    from batcher.hf import HFModel
-    from batcher.settings import ModelSettings
-
-    bare = HFModel(
-        ModelSettings(backend="hf", model_path=str(model), torch_threads=threads, precision=precision)
-    )
-    bare.warm_up(16)
-    encoded = bare.encode(sentences(4000, seed=7))
+    bare, encoded = warm_model(model, precision, threads)
     env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
     results = []
     with stack.start("local", env, envoy=False) as targets:
