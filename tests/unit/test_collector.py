@@ -146,6 +146,25 @@ def test_a_backlog_is_cut_into_full_passes_of_similar_length() -> None:
     assert max(taken) - min(taken) <= 20  # neighbours in length, not the whole spread
 
 
+def test_a_wider_pool_gives_a_backlog_tighter_batches_from_the_most_urgent_only() -> None:
+    lengths = [8 + (i * 13) % 40 for i in range(128)]
+    waiting = [Item(float(i), n) for i, n in enumerate(lengths)]
+
+    def batch(pool: int) -> list[int]:
+        decision = next_batch(waiting, now=200.0, policy=Policy(16, 0.0, pool=pool), load=MEASURED)
+        assert 0 in decision.take and len(decision.take) >= 8  # the oldest seeds the batch
+        return list(decision.take)
+
+    narrow, wide = batch(64), batch(128)
+    assert max(narrow) < 64  # only the 64 most urgent are candidates
+    assert max(wide) >= 64
+
+    def spread(batch: list[int]) -> int:
+        return max(lengths[i] for i in batch) - min(lengths[i] for i in batch)
+
+    assert spread(wide) < spread(narrow)  # more neighbours in length to choose from: less padding
+
+
 def test_the_cost_split_keeps_the_budget_and_the_seed() -> None:
     waiting = [Item(0.0, 300)] + [Item(1.0 + i, 10) for i in range(20)]
     decision = next_batch(waiting, now=30.0, policy=Policy(4, 0.0, max_batch_tokens=256), load=MEASURED)

@@ -62,4 +62,4 @@ def test_prefetch_below_four_batches_is_refused() -> None:
 
     with pytest.raises(SettingsError, match="PREFETCH=32"):
         BatcherSettings.from_env({"MAX_BATCH_SIZE": "16", "PREFETCH": "32"})
-    assert BatcherSettings.from_env({"MAX_BATCH_SIZE": "8"}).prefetch == 32
+    assert BatcherSettings.from_env({"MAX_BATCH_SIZE": "8"}).prefetch == 64  # default: 8 batches
