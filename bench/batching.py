@@ -351,6 +351,15 @@ def measure_saturation(
 # --- report ---------------------------------------------------------------------------------------------
 
 
+def turns(configs: list[str], repeat: int) -> list[str]:
+    """The order the configs run in, in one repeat. They take turns within each repeat, so a slow
+    spell of this shared machine falls on all of them rather than on whichever config was running
+    then, and the order rotates between repeats, so no config always runs first or last (the
+    machine drifts over the minutes a round takes)."""
+    shift = repeat % len(configs)
+    return configs[shift:] + configs[:shift]
+
+
 def median_of(runs: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in runs))
 
@@ -557,10 +566,8 @@ def main(argv: list[str] | None = None) -> None:
     capacity = bare["fp32"]["throughput_per_s"]
     loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})
     runs: list[dict[str, Any]] = []
-    # Configs take turns within each repeat, so a slow spell of this shared machine falls on
-    # all of them rather than on whichever config was running then.
     for repeat in range(args.repeats):
-        for config in args.configs:
+        for config in turns(args.configs, repeat):
             runs += measure_config(config, model, "fp32", capacity, loads, repeat, args.duration)
     saturation: list[dict[str, Any]] = []
     for precision in precisions:

@@ -65,7 +65,7 @@ class Policy:
     adaptive: bool = False  # MAX_WAIT_MS=auto
     max_batch_tokens: int = 0  # budget for size x longest; 0 = no budget
     length_aware: bool = True
-    pool: int = 64  # how many of the most urgent jobs a batch may be chosen from
+    pool: int = 128  # how many of the most urgent jobs a batch may be chosen from (the batcher: PREFETCH)
     aging_s: float = 0.1  # one priority level gained per this long waited
     # What one more pass costs beyond the model's own time (the batcher's round trips and
     # bookkeeping), when deciding whether to split jobs of mixed lengths into two passes.

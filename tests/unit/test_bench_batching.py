@@ -100,3 +100,11 @@ def test_the_policy_simulation_ranks_the_default_first_under_load() -> None:
     assert default["p50_ms"] >= 4.0 + 16.3  # never below one pass plus the time outside it
     light = simulate(POLICIES["default"], 5.0, forward_s, jobs=300)
     assert light["mean_batch"] < 1.2  # at light load every job runs at once, nearly alone
+
+
+def test_configs_take_turns_and_no_config_always_runs_last() -> None:
+    configs = list(batching.CONFIGS)
+    orders = [batching.turns(configs, repeat) for repeat in range(3)]
+    assert all(sorted(order) == sorted(configs) for order in orders)  # every config, once each
+    for config in configs:
+        assert len({order.index(config) for order in orders}) == 3  # a different turn each repeat
