@@ -83,8 +83,9 @@ class BatcherSettings:
     priority_aging_ms: float = 100.0
     # Unsettled deliveries RabbitMQ hands this batcher, and the pool a batch is chosen from;
     # at least 4 x max_batch_size or batches never fill. The default, 8 x, leaves a backlog's
-    # batch about 6 x max_batch_size jobs to choose neighbours in length from (one batch is
-    # computing, one being stored): padding 0.88-0.90 -> 0.93-0.95 at saturation.
+    # batch about 7 x max_batch_size jobs to choose neighbours in length from (the finished
+    # batch is still held while it is stored): padding 0.85-0.91 -> 0.93-0.95 at saturation
+    # against 4 x (docs/benchmarks/prefetch-ab.md).
     prefetch: int = 128
     # Name in traces and statistics; unique per replica.
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")

@@ -159,8 +159,8 @@ def test_a_wider_pool_gives_a_backlog_tighter_batches_from_the_most_urgent_only(
     assert max(narrow) < 64  # only the 64 most urgent are candidates
     assert max(wide) >= 64
 
-    def spread(batch: list[int]) -> int:
-        return max(lengths[i] for i in batch) - min(lengths[i] for i in batch)
+    def spread(taken: list[int]) -> int:
+        return max(lengths[i] for i in taken) - min(lengths[i] for i in taken)
 
     assert spread(wide) < spread(narrow)  # more neighbours in length to choose from: less padding
 
