@@ -84,7 +84,7 @@ class BatcherSettings:
     # Unsettled deliveries RabbitMQ hands this batcher, and the pool a batch is chosen from;
     # at least 4 x max_batch_size or batches never fill. The default, 8 x, leaves a backlog's
     # batch about 7 x max_batch_size jobs to choose neighbours in length from (the finished
-    # batch is still held while it is stored): padding 0.85-0.91 -> 0.93-0.95 at saturation
+    # batch is still held while it is stored): padding 0.84-0.91 -> 0.92-0.95 at saturation
     # against 4 x (docs/benchmarks/prefetch-ab.md).
     prefetch: int = 128
     # Name in traces and statistics; unique per replica.

@@ -3,7 +3,8 @@ and jobs/s at saturation.
 
 1. `simulate`: a backlog of 1,200 benchmark sentences through the real policy with a
    pool of 64 to 256 jobs (one batch computing holds 16 places), forward pass 16.3 ms + 0.46 ms
-   per padded token (fp32 here) or 2.2 + 0.153 (bf16): no machine noise.
+   per padded token (fp32 here) or 2.2 + 0.153 (bf16): no machine noise; and the time one
+   batch decision takes with a full pool.
 2. `measure`: the same backlog through the real services (default config, hf backend), each
    repeat just after the bare model is measured (as `make bench-batching` does), a fresh stack
    per prefetch, the prefetch values alternating within each round.
@@ -17,10 +18,12 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import time
+from dataclasses import replace
 
-from batcher.collector import Load, Policy, next_batch
+from batcher.collector import Load, next_batch
 from bench import batching
-from bench.simulate import Job, tokens
+from bench.simulate import POLICIES, Job, tokens
 
 PREFETCHES = (64, 128)
 
@@ -33,7 +36,7 @@ def backlog_padding(prefetch: int, fixed_ms: float, per_token_ms: float, seed: i
         return (fixed_ms + per_token_ms * size * longest) / 1000
 
     backlog = [Job(i * 1e-6, tokens(t)) for i, t in enumerate(batching.sentences(1200, seed=seed))]
-    policy = Policy(16, 0.05, adaptive=True, max_batch_tokens=4096, pool=prefetch)
+    policy = replace(POLICIES["default"], pool=prefetch)
     waiting: list[Job] = []
     nxt, now, real, padded, model_s = 0, 1.0, 0, 0, 0.0
     while nxt < len(backlog) or waiting:
@@ -41,8 +44,9 @@ def backlog_padding(prefetch: int, fixed_ms: float, per_token_ms: float, seed: i
             waiting.append(backlog[nxt])
             nxt += 1
         decision = next_batch(waiting, now, policy, Load(50.0, forward_s))
+        taken = set(decision.take)
         batch = [waiting[i] for i in decision.take]
-        waiting = [w for i, w in enumerate(waiting) if i not in set(decision.take)]
+        waiting = [w for i, w in enumerate(waiting) if i not in taken]
         longest = max(j.tokens for j in batch)
         real, padded = real + sum(j.tokens for j in batch), padded + len(batch) * longest
         model_s += forward_s(len(batch), longest)
@@ -50,9 +54,22 @@ def backlog_padding(prefetch: int, fixed_ms: float, per_token_ms: float, seed: i
     return real / padded, len(backlog) / model_s
 
 
+def formation_ms(pool: int) -> float:
+    """Median time to decide one batch from a full pool of `pool` waiting jobs."""
+    jobs = [Job(i * 1e-3, tokens(t)) for i, t in enumerate(batching.sentences(pool, seed=3))]
+    policy = replace(POLICIES["default"], pool=pool)
+    load = Load(50.0, lambda size, longest: (16.3 + 0.46 * size * longest) / 1000)
+    times = []
+    for _ in range(200):
+        started = time.perf_counter()
+        next_batch(jobs, 1.0, policy, load)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
 def simulate() -> None:
     for prefetch in (64, 96, 128, 192, 256):
-        cells = []
+        cells = [f"forming a batch from {prefetch} waiting {formation_ms(prefetch):.2f} ms"]
         for name, fixed, per_token in (("fp32", 16.3, 0.46), ("bf16", 2.2, 0.153)):
             runs = [backlog_padding(prefetch, fixed, per_token, seed) for seed in (1, 2, 3)]
             cells.append(
