@@ -51,7 +51,7 @@ def tokens(text: str) -> int:
 def simulate(
     policy: Policy,
     rate: float,
-    forward_s: Callable[[int, int], float],
+    forward_s: Callable[[int, int, int], float],
     jobs: int = 4000,
     seed: int = 1,
     outside_s: float = 0.004,
@@ -81,7 +81,8 @@ def simulate(
             chosen = set(decision.take)
             batch = [waiting[i] for i in decision.take]
             waiting = [w for i, w in enumerate(waiting) if i not in chosen]
-            now += forward_s(len(batch), max(j.tokens for j in batch)) * rng.uniform(1 - noise, 1 + noise)
+            shape = len(batch), max(j.tokens for j in batch), sum(j.tokens for j in batch)
+            now += forward_s(*shape) * rng.uniform(1 - noise, 1 + noise)
             latencies += [now - j.arrived_at + outside_s for j in batch]
             sizes.append(len(batch))
             continue
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "policy-simulation.md")
     args = parser.parse_args(argv)
 
-    def forward_s(size: int, longest: int) -> float:
+    def forward_s(size: int, longest: int, real: int) -> float:
         return float(args.fixed_ms + args.per_token_ms * size * longest) / 1000
 
     lines = [

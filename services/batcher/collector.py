@@ -11,7 +11,8 @@ The rules, in order:
    little; the run shrinks until size x longest fits the token budget. With a measured
    forward-time model, the pool sorted by length is cut into the runs that cost the least
    forward time in all (a pass's fixed cost against the padding it saves), and the seed's run is
-   the batch: mixed lengths split only when the padded tokens saved outweigh one more pass.
+   the batch: mixed lengths split only when the padded tokens saved outweigh one more pass. A
+   model that packs its batch (pays for real tokens, hardly for padding) is hardly ever split.
    FIFO: in urgency order, skipping what would break the budget. The seed always runs, even
    alone, even over budget.
 4. Close when full (SIZE) or when the budget or the padding cost stops it growing (TOKENS).
@@ -77,7 +78,7 @@ class Load:
     """What the batcher has measured: arrivals per second and the forward-pass time model."""
 
     arrival_rate: float
-    forward_s: Callable[[int, int], float]  # (batch size, longest in tokens) -> seconds
+    forward_s: Callable[[int, int, int], float]  # (batch size, longest, real tokens) -> seconds
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,8 @@ def next_batch(waiting: Sequence[Waiting], now: float, policy: Policy, load: Loa
     if budget_hit:
         return run(TOKENS)
     longest = max(waiting[i].tokens for i in take)
-    forward_s = load.forward_s(len(take), longest) if load else 0.0
+    real = sum(waiting[i].tokens for i in take)
+    forward_s = load.forward_s(len(take), longest, real) if load else 0.0
     deadlines = [d for i in take if (d := waiting[i].deadline) is not None]
     # Latest moment to start and still meet the nearest deadline (with the pass itself).
     start_by = min(deadlines) - forward_s if deadlines else math.inf
@@ -127,7 +129,7 @@ def next_batch(waiting: Sequence[Waiting], now: float, policy: Policy, load: Loa
     oldest = min(waiting[i].arrived_at for i in live)
     window_left = policy.max_wait_s - (now - oldest)
     if policy.adaptive:
-        wait = _worth_waiting(len(take), longest, policy, load)
+        wait = _worth_waiting(len(take), longest, real, policy, load)
         if wait is None:
             return run(DRAINED)
         window_left = min(window_left, wait)
@@ -140,7 +142,7 @@ def _fill(
     waiting: Sequence[Waiting],
     pool: list[int],
     policy: Policy,
-    forward_s: Callable[[int, int], float] | None = None,
+    forward_s: Callable[[int, int, int], float] | None = None,
 ) -> tuple[list[int], bool]:
     """The seed and the jobs to run with it; whether the budget (or the padding cost) stopped
     the batch growing."""
@@ -175,12 +177,15 @@ def _fits(size: int, longest: int, policy: Policy) -> bool:
 
 
 def _cheapest_run(
-    lengths: list[int], at: int, policy: Policy, forward_s: Callable[[int, int], float]
+    lengths: list[int], at: int, policy: Policy, forward_s: Callable[[int, int, int], float]
 ) -> tuple[int, int]:
     """Cut `lengths` (sorted) into runs of at most max_batch_size that fit the budget, so that
     their passes cost the least time in all (dynamic programming over where each run ends);
     return the run holding index `at` as (first, end)."""
     n = len(lengths)
+    total_to = [0] * (n + 1)  # total_to[i]: real tokens in lengths[:i]
+    for i, length in enumerate(lengths):
+        total_to[i + 1] = total_to[i] + length
     cost = [0.0] + [math.inf] * n  # cost[end]: cheapest passes over lengths[:end]
     start = [0] * (n + 1)  # where the last run of that cheapest cut starts
     for end in range(1, n + 1):
@@ -188,7 +193,8 @@ def _cheapest_run(
         for size in range(1, min(policy.max_batch_size, end) + 1):
             if not _fits(size, longest, policy):
                 break  # longer runs ending here only pad more
-            total = cost[end - size] + forward_s(size, longest) + policy.pass_overhead_s
+            real = total_to[end] - total_to[end - size]
+            total = cost[end - size] + forward_s(size, longest, real) + policy.pass_overhead_s
             if total < cost[end]:
                 cost[end], start[end] = total, end - size
     end = n
@@ -212,25 +218,26 @@ def _fill_in_order(waiting: Sequence[Waiting], pool: list[int], policy: Policy) 
     return take, budget_hit
 
 
-def _worth_waiting(size: int, longest: int, policy: Policy, load: Load | None) -> float | None:
+def _worth_waiting(size: int, longest: int, real: int, policy: Policy, load: Load | None) -> float | None:
     """How long to wait for a fuller batch, or None to run now.
 
     Running the `size` jobs now and the `k` that arrive meanwhile in the next pass finishes
     them, summed, at (size + k) T(size) + k T(k); waiting the k / rate seconds those k take to
-    arrive and running all together, at (size + k) (k / rate + T(size + k)). Wait for the k with
-    the largest saving, if any saves: only when a pass's fixed cost is large against its cost
-    per job and arrivals are quick. On the CPUs measured for this project, where a job costs over
-    half a pass's fixed part, it never saved and the batcher stayed greedy; it waits where
-    passes cost about the same whatever their size (as on a GPU).
+    arrive and running all together, at (size + k) (k / rate + T(size + k)), each newcomer
+    counted as long as the longest now. Wait for the k with the largest saving, if any saves:
+    only when a pass's fixed cost is large against its cost per job and arrivals are quick. On
+    the CPUs measured for this project, where a job costs over half a pass's fixed part, it
+    never saved and the batcher stayed greedy; it waits where passes cost about the same
+    whatever their size (as on a GPU).
     """
     if load is None or load.arrival_rate <= 0:
         return None
     rate, forward = load.arrival_rate, load.forward_s
-    now_cost = forward(size, longest)
+    now_cost = forward(size, longest, real)
     best: tuple[float, int] | None = None  # (saving, k)
     for k in range(1, policy.max_batch_size - size + 1):
-        run_now = (size + k) * now_cost + k * forward(k, longest)
-        wait = (size + k) * (k / rate + forward(size + k, longest))
+        run_now = (size + k) * now_cost + k * forward(k, longest, k * longest)
+        wait = (size + k) * (k / rate + forward(size + k, longest, real + k * longest))
         if run_now - wait > 0 and (best is None or run_now - wait > best[0]):
             best = (run_now - wait, k)
     return best[1] / rate if best is not None else None

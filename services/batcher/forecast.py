@@ -4,6 +4,7 @@ arrive, and how long a forward pass takes for a given shape."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 
 class ArrivalRate:
@@ -26,23 +27,34 @@ class ArrivalRate:
             self._arrivals.popleft()
 
 
-class ForwardTime:
-    """seconds = fixed + per_token x (size x longest), fitted by least squares to the most
-    recent passes and the warm-up's. Padded tokens are what a transformer pass costs. The
-    warm-up's passes span the shapes (1 to max batch, short to long) and stay in the fit, so a
-    long run of one shape cannot make the fixed cost unknowable."""
+Work = Callable[[int, int, int], float]  # (size, longest, real tokens) -> tokens computed
 
-    def __init__(self, keep: int = 256, fixed_s: float = 0.01, per_token_s: float = 0.0) -> None:
+
+def padded_work(size: int, longest: int, real: int) -> float:
+    return float(size * longest)
+
+
+class ForwardTime:
+    """seconds = fixed + per_token x work, fitted by least squares to the most recent passes
+    and the warm-up's; `work` is what the model says a shape computes (size x longest when it
+    pads, about the real tokens when it packs). The warm-up's passes span the shapes (1 to max
+    batch, short to long) and stay in the fit, so a long run of one shape cannot make the
+    fixed cost unknowable."""
+
+    def __init__(
+        self, keep: int = 256, fixed_s: float = 0.01, per_token_s: float = 0.0, work: Work = padded_work
+    ) -> None:
         self._anchors: list[tuple[float, float]] = []
         self._samples: deque[tuple[float, float]] = deque(maxlen=keep)
+        self._work = work
         self.fixed_s, self.per_token_s = fixed_s, per_token_s
 
-    def add(self, size: int, longest: int, seconds: float, anchor: bool = False) -> None:
-        (self._anchors.append if anchor else self._samples.append)((float(size * longest), seconds))
+    def add(self, size: int, longest: int, real: int, seconds: float, anchor: bool = False) -> None:
+        (self._anchors.append if anchor else self._samples.append)((self._work(size, longest, real), seconds))
         self._fit()
 
-    def __call__(self, size: int, longest: int) -> float:
-        return self.fixed_s + self.per_token_s * size * longest
+    def __call__(self, size: int, longest: int, real: int) -> float:
+        return self.fixed_s + self.per_token_s * self._work(size, longest, real)
 
     def _fit(self) -> None:
         samples = [*self._anchors, *self._samples]

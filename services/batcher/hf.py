@@ -1,7 +1,8 @@
 """DistilBERT (or any sequence classifier) through transformers, offline.
 
-Tokenize once without padding, cut at the model's limit (and say so), pad to the longest in
-the batch (never to 512), one forward pass under inference_mode.
+Tokenize once without padding, cut at the model's limit (and say so), one forward pass under
+inference_mode: for DistilBERT over the real tokens only (`batcher.packed`), for any other
+model (or FORWARD=padded) padded to the longest in the batch (never to 512).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from batcher import packed
 from batcher.model import BatchOutput, Encoded, Prediction
 from batcher.settings import ModelSettings
 
@@ -75,12 +77,19 @@ class HFModel:
         self.pad_id = int(self.tokenizer.pad_token_id or 0)
         self.sep_id = self.tokenizer.sep_token_id
         self.name = Path(settings.model_path).name if settings.model_path else settings.model_id
+        self._packed: packed.PackedForward | None = None
+        if settings.forward == "packed":
+            if packed.supports(self.model):
+                self._packed = packed.PackedForward(self.model)
+            else:
+                log.warning("FORWARD=packed knows DistilBERT only, not %s: padding", config.model_type)
         log.info(
-            "loaded %s on %s in %s (%d threads, max %d tokens, labels %s)",
+            "loaded %s on %s in %s (%d threads, %s forward, max %d tokens, labels %s)",
             source,
             self.device,
             str(self.dtype).removeprefix("torch."),
             torch.get_num_threads(),
+            "packed" if self._packed else "padded",
             self.max_length,
             self.labels,
         )
@@ -105,24 +114,32 @@ class HFModel:
             self.model = self.model.to(dtype=self.dtype)
             self._in_precision = True
 
+    def work(self, size: int, longest: int, real: int) -> float:
+        """What a pass of this shape computes, in tokens: the batcher fits its time to this."""
+        return self._packed.work(size, longest, real) if self._packed else float(size * longest)
+
     def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
         self._convert()
         longest = max(e.tokens for e in batch)
-        input_ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(batch), longest), dtype=torch.long)
-        for row, e in enumerate(batch):
-            input_ids[row, : e.tokens] = torch.tensor(e.ids, dtype=torch.long)
-            attention[row, : e.tokens] = 1
         with torch.inference_mode():
-            logits = self.model(
-                input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
-            ).logits
+            logits = self._packed([e.ids for e in batch]) if self._packed else self._padded(batch, longest)
             probabilities = logits.float().softmax(dim=-1).cpu().tolist()
         predictions = []
         for probs, e in zip(probabilities, batch, strict=True):
             scores = sorted(zip(self.labels, probs, strict=True), key=lambda s: -s[1])
             predictions.append(Prediction(scores[0][0], scores[0][1], scores, e.tokens, e.truncated))
         return BatchOutput(predictions, sum(e.tokens for e in batch), longest * len(batch))
+
+    def _padded(self, batch: Sequence[Encoded], longest: int) -> torch.Tensor:
+        input_ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(batch), longest), dtype=torch.long)
+        for row, e in enumerate(batch):
+            input_ids[row, : e.tokens] = torch.tensor(e.ids, dtype=torch.long)
+            attention[row, : e.tokens] = 1
+        logits: torch.Tensor = self.model(
+            input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
+        ).logits
+        return logits
 
     def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
         """Every batch size up to the largest at the lengths reviews and chat messages have, each

@@ -37,7 +37,7 @@ class Encoded:
 class BatchOutput:
     predictions: list[Prediction]  # one per input, in order
     real_tokens: int  # non-padding tokens in the batch
-    padded_tokens: int  # batch size x longest sequence
+    padded_tokens: int  # batch size x longest sequence (a packed pass pads only its attention)
 
 
 class Model(Protocol):
@@ -46,9 +46,14 @@ class Model(Protocol):
     def encode(self, texts: Sequence[str]) -> list[Encoded]:
         """Tokenize (fast, about 1% of a pass): once per job, on arrival."""
 
+    def work(self, size: int, longest: int, real: int) -> float:
+        """What a pass over `size` inputs, the longest `longest` tokens and `real` tokens in all,
+        computes, in tokens (size x longest for a padded pass; about `real` for a packed one).
+        The batcher fits the pass time to this, and the batch policy weighs cuts by it."""
+
     def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
-        """One forward pass, padded to the longest in `batch`. Blocking: runs in the model
-        thread, never on the event loop."""
+        """One forward pass over `batch` (padded to its longest, or packed). Blocking: runs in
+        the model thread, never on the event loop."""
 
     def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
         """Run the shapes traffic will use once (the first call at a new shape is slow), before

@@ -32,6 +32,9 @@ class ModelSettings:
     torch_threads: int = 0
     # fp32, or bf16 (weights converted; on CUDA, or a CPU with native bf16; else fp32).
     precision: str = "fp32"
+    # packed: DistilBERT computes the real tokens only, no padding (batcher/packed.py);
+    # padded: every model's own forward over the batch padded to its longest.
+    forward: str = "packed"
     # simulated: fixed cost of a forward pass, and cost per padded token, milliseconds.
     # 0 and 0 make a zero-cost model for measuring the pipeline itself.
     sim_fixed_ms: float = 6.0
@@ -48,9 +51,13 @@ class ModelSettings:
         precision = env_str(env, "PRECISION", "fp32")
         if precision not in {"fp32", "bf16"}:
             raise SettingsError(f"PRECISION={precision!r}: choose fp32 or bf16")
+        forward = env_str(env, "FORWARD", "packed")
+        if forward not in {"packed", "padded"}:
+            raise SettingsError(f"FORWARD={forward!r}: choose packed or padded")
         return cls(
             backend=backend,
             precision=precision,
+            forward=forward,
             model_id=env_str(env, "MODEL_ID", cls.model_id),
             model_path=env.get("MODEL_PATH", ""),
             device=device,

@@ -55,6 +55,9 @@ class SimulatedModel:
     def encode(self, texts: Sequence[str]) -> list[Encoded]:
         return [Encoded(text, (), *count_tokens(text)) for text in texts]
 
+    def work(self, size: int, longest: int, real: int) -> float:
+        return float(size * longest)  # its cost is per padded token
+
     def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
         longest = max(e.tokens for e in batch)
         padded = longest * len(batch)

@@ -94,7 +94,7 @@ class Batcher:
             aging_s=settings.priority_aging_ms / 1000,
         )
         self.arrivals = ArrivalRate()
-        self.forward = ForwardTime()
+        self.forward = ForwardTime(work=model.work)
         self._waiting: list[Pending] = []
         self._wake = asyncio.Event()
         # The model runs in one dedicated thread; the event loop never runs it.
@@ -113,9 +113,9 @@ class Batcher:
             self._executor, self._model.warm_up, self._settings.max_batch_size
         )
         for size, longest, seconds in timings:
-            self.forward.add(size, longest, seconds, anchor=True)
+            self.forward.add(size, longest, size * longest, seconds, anchor=True)
         log.info(
-            "model warm: %d shapes in %.1f s; forward pass ~ %.1f ms + %.3f ms per padded token",
+            "model warm: %d shapes in %.1f s; forward pass ~ %.1f ms + %.3f ms per token computed",
             len(timings),
             time.perf_counter() - started,
             self.forward.fixed_s * 1000,
@@ -414,7 +414,7 @@ class Batcher:
             half = len(items) // 2
             return [*await self._infer(items[:half]), *await self._infer(items[half:])]
         seconds = time.perf_counter() - started
-        self.forward.add(len(batch), max(e.tokens for e in batch), seconds)
+        self.forward.add(len(batch), max(e.tokens for e in batch), output.real_tokens, seconds)
         return [Pass(items, output, None, seconds * 1000)]
 
     # --- records -------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
 def test_the_policy_simulation_ranks_the_default_first_under_load() -> None:
     from bench.simulate import POLICIES, simulate
 
-    def forward_s(size: int, longest: int) -> float:
+    def forward_s(size: int, longest: int, real: int) -> float:
         return 0.0163 + 0.00046 * size * longest
 
     default = simulate(POLICIES["default"], 50.0, forward_s, jobs=1500)

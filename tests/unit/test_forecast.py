@@ -19,31 +19,41 @@ def test_arrival_rate_counts_the_window_only() -> None:
 def test_forward_time_fits_fixed_plus_per_token() -> None:
     forward = ForwardTime()
     for size, longest in [(1, 16), (4, 16), (16, 16), (16, 64), (8, 32)]:
-        forward.add(size, longest, 0.005 + 0.0002 * size * longest)
+        forward.add(size, longest, size * longest, 0.005 + 0.0002 * size * longest)
     assert forward.fixed_s == pytest.approx(0.005)
     assert forward.per_token_s == pytest.approx(0.0002)
-    assert forward(10, 20) == pytest.approx(0.005 + 0.0002 * 200)
+    assert forward(10, 20, 150) == pytest.approx(0.005 + 0.0002 * 200)
 
 
 def test_forward_time_with_one_shape_is_all_per_token() -> None:
     forward = ForwardTime()
-    forward.add(4, 10, 0.04)
-    forward.add(4, 10, 0.04)
-    assert forward(8, 10) == pytest.approx(0.08)
+    forward.add(4, 10, 40, 0.04)
+    forward.add(4, 10, 40, 0.04)
+    assert forward(8, 10, 60) == pytest.approx(0.08)
 
 
 def test_forward_time_never_goes_negative() -> None:
     forward = ForwardTime()
-    forward.add(1, 10, 0.05)
-    forward.add(16, 10, 0.01)  # noise: bigger was faster
+    forward.add(1, 10, 10, 0.05)
+    forward.add(16, 10, 160, 0.01)  # noise: bigger was faster
     assert forward.per_token_s >= 0 and forward.fixed_s >= 0
 
 
 def test_the_warm_up_keeps_the_fit_anchored_through_a_long_run_of_one_shape() -> None:
     forward = ForwardTime(keep=8)
     for size, longest in [(1, 16), (4, 16), (16, 16), (16, 64)]:
-        forward.add(size, longest, 0.005 + 0.0002 * size * longest, anchor=True)
+        forward.add(size, longest, size * longest, 0.005 + 0.0002 * size * longest, anchor=True)
     for _ in range(100):  # saturation: only full batches of one length
-        forward.add(16, 30, 0.005 + 0.0002 * 16 * 30)
+        forward.add(16, 30, 16 * 30, 0.005 + 0.0002 * 16 * 30)
     assert forward.fixed_s == pytest.approx(0.005)
     assert forward.per_token_s == pytest.approx(0.0002)
+
+
+def test_forward_time_fits_what_the_model_says_a_pass_computes() -> None:
+    forward = ForwardTime(work=lambda size, longest, real: float(real))  # a packed model
+    shapes = [(1, 16, 16), (4, 40, 90), (16, 40, 330), (16, 16, 256), (8, 30, 150)]
+    for size, longest, real in shapes:
+        forward.add(size, longest, real, 0.005 + 0.0002 * real)
+    assert forward.fixed_s == pytest.approx(0.005)
+    assert forward.per_token_s == pytest.approx(0.0002)
+    assert forward(16, 64, 200) == pytest.approx(0.005 + 0.0002 * 200)  # padding costs nothing

@@ -75,6 +75,34 @@ def test_tokenized_once_encoding_carries_length_and_truncation(tiny_distilbert: 
     assert long.ids[-1] == model.sep_id
 
 
+def test_the_packed_pass_computes_what_the_padded_pass_computes(tiny_distilbert: Path) -> None:
+    def model(forward: str) -> HFModel:
+        settings = ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu", forward=forward)
+        loaded = HFModel(settings)
+        torch.manual_seed(7)  # weights large enough that every token moves the result, the same in both
+        with torch.no_grad():
+            for weight in loaded.model.parameters():
+                weight.normal_(0.0, 0.5)
+        return loaded
+
+    packed, padded = model("packed"), model("padded")
+    assert packed._packed is not None and padded._packed is None
+    batch = packed.encode([*TEXTS, "good " * 100, "bad"])  # mixed lengths, one cut at the limit
+    with torch.inference_mode():
+        together = packed._packed([e.ids for e in batch])
+        reference = padded._padded(batch, max(e.tokens for e in batch))
+        alone = torch.cat([packed._packed([e.ids]) for e in batch])
+    assert (reference.max(0).values - reference.min(0).values).min() > 0.1  # the inputs tell apart
+    torch.testing.assert_close(together, reference, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(alone, together, atol=1e-5, rtol=1e-4)  # no token sees another sentence
+    out = packed.predict(batch)
+    assert out.padded_tokens == len(batch) * 32 and out.real_tokens == sum(e.tokens for e in batch)
+    # What the batcher fits the pass time to: real tokens, plus the padded attention's small share.
+    attention_share = 6 * 32 * 32 / (2 * 32 + 64)  # the tiny model: dim 32, hidden 64
+    assert packed.work(6, 32, 100) == pytest.approx(100 + attention_share)
+    assert padded.work(6, 32, 100) == 6 * 32
+
+
 def test_bf16_probabilities_stay_close_to_fp32(tiny_distilbert: Path) -> None:
     fp32 = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu"))
     bf16 = HFModel(

@@ -63,3 +63,14 @@ def test_prefetch_below_four_batches_is_refused() -> None:
     with pytest.raises(SettingsError, match="PREFETCH=32"):
         BatcherSettings.from_env({"MAX_BATCH_SIZE": "16", "PREFETCH": "32"})
     assert BatcherSettings.from_env({"MAX_BATCH_SIZE": "8"}).prefetch == 64  # default: 8 batches
+
+
+def test_model_settings_name_the_variable_and_the_choices() -> None:
+    from batcher.settings import ModelSettings
+    from batchline.settings import SettingsError
+
+    for variable in ("FORWARD", "PRECISION", "DEVICE", "MODEL_BACKEND"):
+        with pytest.raises(SettingsError, match=f"{variable}='fast': choose"):
+            ModelSettings.from_env({variable: "fast"})
+    assert ModelSettings.from_env({}).forward == "packed"
+    assert ModelSettings.from_env({"FORWARD": "padded"}).forward == "padded"

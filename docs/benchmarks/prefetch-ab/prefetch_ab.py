@@ -32,7 +32,7 @@ def backlog_padding(prefetch: int, fixed_ms: float, per_token_ms: float, seed: i
     """Padding efficiency and jobs per second of model time over a backlog of 1,200 jobs,
     with at most `prefetch` - 16 jobs waiting when a batch forms."""
 
-    def forward_s(size: int, longest: int) -> float:
+    def forward_s(size: int, longest: int, real: int = 0) -> float:
         return (fixed_ms + per_token_ms * size * longest) / 1000
 
     backlog = [Job(i * 1e-6, tokens(t)) for i, t in enumerate(batching.sentences(1200, seed=seed))]
@@ -58,7 +58,7 @@ def formation_ms(pool: int) -> float:
     """Median time to decide one batch from a full pool of `pool` waiting jobs."""
     jobs = [Job(i * 1e-3, tokens(t)) for i, t in enumerate(batching.sentences(pool, seed=3))]
     policy = replace(POLICIES["default"], pool=pool)
-    load = Load(50.0, lambda size, longest: (16.3 + 0.46 * size * longest) / 1000)
+    load = Load(50.0, lambda size, longest, real: (16.3 + 0.46 * size * longest) / 1000)
     times = []
     for _ in range(200):
         started = time.perf_counter()

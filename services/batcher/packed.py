@@ -1,0 +1,88 @@
+"""DistilBERT's forward pass over the real tokens only (FORWARD=packed).
+
+A padded batch computes every layer for size x longest tokens. On sentences this short almost
+all of a layer's work is its linear maps (projections and feed-forward), and those never mix
+tokens: so the whole batch's real tokens go through them as one matrix, and only attention,
+the one step that mixes the tokens of a sentence, sees the padded layout (a scatter before it,
+a gather after). The last layer computes only the [CLS] row the classifier reads; its keys and
+values still come from every token. The arithmetic is the padded pass's, op for op on the real
+rows (`tests/unit/test_models.py` compares the two); what is saved is the padding's share of
+the linear maps and five sixths of the last layer.
+
+Measured against the padded pass on the benchmark's sentences (`docs/benchmarks/packed-ab.md`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.nn import functional
+
+
+def supports(model: Any) -> bool:
+    """A DistilBERT sequence classifier, whose layers this pass reads by name."""
+    return getattr(model.config, "model_type", "") == "distilbert" and hasattr(model, "distilbert")
+
+
+def work(size: int, longest: int, real: int, dim: int, hidden: int) -> float:
+    """A packed pass's work in token-passes of the linear maps: the real tokens, plus the
+    padded attention (per sentence of L tokens and each layer, 4 L^2 d multiply-adds against
+    a token's 8 d^2 + 4 d h in the linear maps)."""
+    return real + size * longest * longest / (2 * dim + hidden)
+
+
+class PackedForward:
+    def __init__(self, model: Any) -> None:
+        self.model = model  # DistilBertForSequenceClassification, read by its layers' names
+        config = model.config
+        self.dim, self.hidden = int(config.dim), int(config.hidden_dim)
+
+    def __call__(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Logits for each sequence of token ids (no padding given or needed)."""
+        model = self.model
+        device = model.classifier.weight.device
+        lengths = torch.tensor([len(s) for s in ids])
+        size, longest = len(ids), int(lengths.max())
+        flat = torch.tensor([t for s in ids for t in s], device=device)
+        positions = torch.cat([torch.arange(n) for n in lengths.tolist()]).to(device)
+        real = torch.arange(longest)[None, :] < lengths[:, None]  # (size, longest)
+        rows = real.flatten().nonzero().squeeze(1).to(device)  # each real token's padded row
+        first = (torch.cumsum(lengths, 0) - lengths).to(device)  # each [CLS] among the real
+        attend = real.to(device)[:, None, None, :]
+
+        embeddings = model.distilbert.embeddings
+        x = embeddings.LayerNorm(embeddings.word_embeddings(flat) + embeddings.position_embeddings(positions))
+        layers = model.distilbert.transformer.layer
+        for number, layer in enumerate(layers):
+            attention = layer.attention
+            heads = attention.n_heads
+
+            def padded(t: torch.Tensor, heads: int = heads) -> torch.Tensor:
+                out = t.new_zeros(size * longest, self.dim)
+                out[rows] = t
+                return out.view(size, longest, heads, -1).transpose(1, 2)
+
+            keys, values = padded(attention.k_lin(x)), padded(attention.v_lin(x))
+            if number == len(layers) - 1:  # only [CLS] goes on to the classifier
+                x = x[first]
+                queries = attention.q_lin(x).view(size, 1, heads, -1).transpose(1, 2)
+                mixed = functional.scaled_dot_product_attention(
+                    queries, keys, values, attn_mask=attend, scale=attention.scaling
+                )
+                mixed = mixed.transpose(1, 2).reshape(size, self.dim)
+            else:
+                queries = padded(attention.q_lin(x))
+                mixed = functional.scaled_dot_product_attention(
+                    queries, keys, values, attn_mask=attend, scale=attention.scaling
+                )
+                mixed = mixed.transpose(1, 2).reshape(size * longest, self.dim)[rows]
+            x = layer.sa_layer_norm(attention.out_lin(mixed) + x)
+            ffn = layer.ffn
+            x = layer.output_layer_norm(ffn.lin2(ffn.activation(ffn.lin1(x))) + x)
+        logits: torch.Tensor = model.classifier(torch.relu(model.pre_classifier(x)))
+        return logits
+
+    def work(self, size: int, longest: int, real: int) -> float:
+        return work(size, longest, real, self.dim, self.hidden)
