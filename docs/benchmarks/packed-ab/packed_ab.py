@@ -61,7 +61,8 @@ def main(precision: str) -> None:
                     for name, run in order if round_ % 2 else order[::-1]:
                         times[name].append(per_job_ms(run, batches))
                 a, b = statistics.median(times["padded"]), statistics.median(times["packed"])
-                print(f"| | {size} | {kind} | {real / padded:.2f} | {a:.1f} | {b:.1f} | {a / b:.2f} |", flush=True)
+                cells = f"{real / padded:.2f} | {a:.1f} | {b:.1f} | {a / b:.2f}"
+                print(f"| | {size} | {kind} | {cells} |", flush=True)
 
 
 if __name__ == "__main__":
