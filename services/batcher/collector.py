@@ -19,9 +19,7 @@ The rules, in order:
    Otherwise: greedy runs at once (DRAINED); a fixed window runs once the oldest has waited
    `max_wait_s` (WAIT); the adaptive mode waits only when the forward-time model and the
    measured arrival rate say that waiting for more jobs finishes the jobs sooner, summed, than
-   running now and running the newcomers next, or that a batch this small would keep the
-   model busier than `busy_share` of the time between arrivals (near the limit); never longer
-   than `max_wait_s`. Any mode
+   running now and running the newcomers next; never longer than `max_wait_s`. Any mode
    closes early when waiting longer would miss the nearest deadline (DEADLINE).
 """
 
@@ -73,9 +71,6 @@ class Policy:
     # What one more pass costs beyond the model's own time (the batcher's round trips and
     # bookkeeping), when deciding whether to split jobs of mixed lengths into two passes.
     pass_overhead_s: float = 0.002
-    # Adaptive mode: a batch whose model time per job would keep the model busier than this
-    # share of the time between arrivals waits for more jobs (a pass's fixed cost spread wider).
-    busy_share: float = 0.9
 
 
 @dataclass(frozen=True)
@@ -230,14 +225,10 @@ def _worth_waiting(size: int, longest: int, real: int, policy: Policy, load: Loa
     them, summed, at (size + k) T(size) + k T(k); waiting the k / rate seconds those k take to
     arrive and running all together, at (size + k) (k / rate + T(size + k)), each newcomer
     counted as long as the longest now. Wait for the k with the largest saving, if any saves:
-    only when a pass's fixed cost is large against its cost per job and arrivals are quick (as
-    on a GPU). On the CPUs measured for this project it never saved.
-
-    Near the model's limit it also waits when running now would cost each job more model time
-    than `busy_share` of the gap between arrivals: passes that small spend the model's capacity
-    on fixed costs, the queue behind them grows, and latency with it. It waits for the fewest
-    arrivals (each counted at the batch's mean length) that bring the cost per job under that
-    share, or to fill the batch if none do.
+    only when a pass's fixed cost is large against its cost per job and arrivals are quick. On
+    the CPUs measured for this project, where a job costs over half a pass's fixed part, it
+    never saved and the batcher stayed greedy; it waits where passes cost about the same
+    whatever their size (as on a GPU).
     """
     if load is None or load.arrival_rate <= 0:
         return None
@@ -249,13 +240,4 @@ def _worth_waiting(size: int, longest: int, real: int, policy: Policy, load: Loa
         wait = (size + k) * (k / rate + forward(size + k, longest, real + k * longest))
         if run_now - wait > 0 and (best is None or run_now - wait > best[0]):
             best = (run_now - wait, k)
-    if best is not None:
-        return best[1] / rate
-    if rate * now_cost / size <= policy.busy_share:
-        return None  # the model keeps up with room to spare: run now
-    mean = real / size
-    for k in range(1, policy.max_batch_size - size + 1):
-        per_job = forward(size + k, longest, round(real + k * mean)) / (size + k)
-        if rate * per_job <= policy.busy_share:
-            return k / rate
-    return (policy.max_batch_size - size) / rate
+    return best[1] / rate if best is not None else None

@@ -77,14 +77,9 @@ class BatcherSettings:
     # How long a batch may wait for more jobs after its oldest arrived. 0 = greedy: run at once
     # with whatever arrived while the previous batch computed. MAX_WAIT_MS=auto (the default):
     # wait only when the forward-time model and the arrival rate say waiting finishes the jobs
-    # sooner in total (a pass's fixed cost dominating, as on a GPU) or that the model is near
-    # its limit (AUTO_BUSY_SHARE), never past MAX_WAIT_CAP_MS.
+    # sooner in total (a pass's fixed cost dominating, as on a GPU), never past MAX_WAIT_CAP_MS.
     max_wait_ms: float = 50.0
     adaptive_wait: bool = True
-    # MAX_WAIT_MS=auto also waits when a batch this small would keep the model busier than
-    # this share of the time between arrivals (near the limit, small passes spend the model on
-    # fixed costs and the queue grows). Lower waits at lighter loads; 1 or more: never.
-    auto_busy_share: float = 0.9
     # Budget for one pass in padded tokens (size x longest): long inputs ride in smaller
     # batches so one pass stays short. 0 = no budget.
     max_batch_tokens: int = 4096
@@ -130,7 +125,6 @@ class BatcherSettings:
             max_batch_size=max_batch_size,
             max_wait_ms=max_wait_ms,
             adaptive_wait=adaptive,
-            auto_busy_share=env_float(env, "AUTO_BUSY_SHARE", 0.9, minimum=0.01),
             max_batch_tokens=env_int(env, "MAX_BATCH_TOKENS", 4096, minimum=0),
             length_aware=env_str(env, "LENGTH_AWARE", "1") not in {"0", "false", "no"},
             priority_aging_ms=env_float(env, "PRIORITY_AGING_MS", 100.0, minimum=0),

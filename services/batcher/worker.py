@@ -92,7 +92,6 @@ class Batcher:
             length_aware=settings.length_aware,
             pool=settings.prefetch,
             aging_s=settings.priority_aging_ms / 1000,
-            busy_share=settings.auto_busy_share,
         )
         self.arrivals = ArrivalRate()
         self.forward = ForwardTime(work=model.work)

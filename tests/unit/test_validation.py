@@ -65,15 +65,6 @@ def test_prefetch_below_four_batches_is_refused() -> None:
     assert BatcherSettings.from_env({"MAX_BATCH_SIZE": "8"}).prefetch == 64  # default: 8 batches
 
 
-def test_the_busy_share_must_be_positive() -> None:
-    from batcher.settings import BatcherSettings
-    from batchline.settings import SettingsError
-
-    with pytest.raises(SettingsError, match="AUTO_BUSY_SHARE"):
-        BatcherSettings.from_env({"AUTO_BUSY_SHARE": "0"})
-    assert BatcherSettings.from_env({}).auto_busy_share == 0.9
-
-
 def test_model_settings_name_the_variable_and_the_choices() -> None:
     from batcher.settings import ModelSettings
     from batchline.settings import SettingsError

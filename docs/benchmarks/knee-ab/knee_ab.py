@@ -8,6 +8,7 @@ RabbitMQ and Redis, fp32, evenly spaced open-loop arrivals at 8, 24, 40 and 48 r
 each (at least 200 jobs); the two take turns on fresh stacks, four rounds, the first config
 alternating. Prints one line per cell and a table of medians.
 
+    git checkout f63cd15  # the rule lives only there
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/knee-ab/knee_ab.py [share] [rates...]
 """
 
