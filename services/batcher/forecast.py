@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from batcher.model import padded_work
+
 
 class ArrivalRate:
     """Arrivals per second over the last `window_s` seconds."""
@@ -28,10 +30,6 @@ class ArrivalRate:
 
 
 Work = Callable[[int, int, int], float]  # (size, longest, real tokens) -> tokens computed
-
-
-def padded_work(size: int, longest: int, real: int) -> float:
-    return float(size * longest)
 
 
 class ForwardTime:

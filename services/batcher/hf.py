@@ -20,7 +20,7 @@ import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from batcher import packed
-from batcher.model import BatchOutput, Encoded, Prediction
+from batcher.model import BatchOutput, Encoded, Prediction, padded_work
 from batcher.settings import ModelSettings
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class HFModel:
 
     def work(self, size: int, longest: int, real: int) -> float:
         """What a pass of this shape computes, in tokens: the batcher fits its time to this."""
-        return self._packed.work(size, longest, real) if self._packed else float(size * longest)
+        return (self._packed.work if self._packed else padded_work)(size, longest, real)
 
     def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
         self._convert()

@@ -60,6 +60,11 @@ class Model(Protocol):
         health turns SERVING; returns the (size, longest, seconds) measured after warming."""
 
 
+def padded_work(size: int, longest: int, real: int) -> float:
+    """`Model.work` of a pass padded to its longest: every padded token is computed."""
+    return float(size * longest)
+
+
 def predict_texts(model: Model, texts: Sequence[str]) -> BatchOutput:
     """Encode and run in one call (tests, benchmarks)."""
     return model.predict(model.encode(texts))

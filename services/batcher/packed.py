@@ -26,18 +26,11 @@ def supports(model: Any) -> bool:
     return getattr(model.config, "model_type", "") == "distilbert" and hasattr(model, "distilbert")
 
 
-def work(size: int, longest: int, real: int, dim: int, hidden: int) -> float:
-    """A packed pass's work in token-passes of the linear maps: the real tokens, plus the
-    padded attention (per sentence of L tokens and each layer, 4 L^2 d multiply-adds against
-    a token's 8 d^2 + 4 d h in the linear maps)."""
-    return real + size * longest * longest / (2 * dim + hidden)
-
-
 class PackedForward:
     def __init__(self, model: Any) -> None:
         self.model = model  # DistilBertForSequenceClassification, read by its layers' names
         config = model.config
-        self.dim, self.hidden = int(config.dim), int(config.hidden_dim)
+        self.dim, self.hidden, self.heads = int(config.dim), int(config.hidden_dim), int(config.n_heads)
 
     def __call__(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
         """Logits for each sequence of token ids (no padding given or needed)."""
@@ -52,37 +45,36 @@ class PackedForward:
         first = (torch.cumsum(lengths, 0) - lengths).to(device)  # each [CLS] among the real
         attend = real.to(device)[:, None, None, :]
 
+        def heads(t: torch.Tensor, rows_each: int) -> torch.Tensor:  # (size, heads, rows, d/heads)
+            return t.view(size, rows_each, self.heads, -1).transpose(1, 2)
+
+        def padded(t: torch.Tensor) -> torch.Tensor:
+            out = t.new_zeros(size * longest, self.dim)
+            out[rows] = t
+            return heads(out, longest)
+
         embeddings = model.distilbert.embeddings
         x = embeddings.LayerNorm(embeddings.word_embeddings(flat) + embeddings.position_embeddings(positions))
         layers = model.distilbert.transformer.layer
         for number, layer in enumerate(layers):
             attention = layer.attention
-            heads = attention.n_heads
-
-            def padded(t: torch.Tensor, heads: int = heads) -> torch.Tensor:
-                out = t.new_zeros(size * longest, self.dim)
-                out[rows] = t
-                return out.view(size, longest, heads, -1).transpose(1, 2)
-
             keys, values = padded(attention.k_lin(x)), padded(attention.v_lin(x))
-            if number == len(layers) - 1:  # only [CLS] goes on to the classifier
-                x = x[first]
-                queries = attention.q_lin(x).view(size, 1, heads, -1).transpose(1, 2)
-                mixed = functional.scaled_dot_product_attention(
-                    queries, keys, values, attn_mask=attend, scale=attention.scaling
-                )
-                mixed = mixed.transpose(1, 2).reshape(size, self.dim)
-            else:
-                queries = padded(attention.q_lin(x))
-                mixed = functional.scaled_dot_product_attention(
-                    queries, keys, values, attn_mask=attend, scale=attention.scaling
-                )
-                mixed = mixed.transpose(1, 2).reshape(size * longest, self.dim)[rows]
-            x = layer.sa_layer_norm(attention.out_lin(mixed) + x)
+            last = number == len(layers) - 1
+            if last:
+                x = x[first]  # only [CLS] goes on to the classifier
+            queries = heads(attention.q_lin(x), 1) if last else padded(attention.q_lin(x))
+            mixed = functional.scaled_dot_product_attention(
+                queries, keys, values, attn_mask=attend, scale=attention.scaling
+            )
+            mixed = mixed.transpose(1, 2).reshape(-1, self.dim)
+            x = layer.sa_layer_norm(attention.out_lin(mixed if last else mixed[rows]) + x)
             ffn = layer.ffn
             x = layer.output_layer_norm(ffn.lin2(ffn.activation(ffn.lin1(x))) + x)
         logits: torch.Tensor = model.classifier(torch.relu(model.pre_classifier(x)))
         return logits
 
     def work(self, size: int, longest: int, real: int) -> float:
-        return work(size, longest, real, self.dim, self.hidden)
+        """In token-passes of the linear maps: the real tokens, plus the padded attention (per
+        sentence of L tokens and each layer, 4 L^2 d multiply-adds against a token's
+        8 d^2 + 4 d h in the linear maps)."""
+        return real + size * longest * longest / (2 * self.dim + self.hidden)
