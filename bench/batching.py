@@ -26,7 +26,6 @@ import gc
 import json
 import os
 import platform
-import random
 import statistics
 import sys
 import time
@@ -39,64 +38,15 @@ import grpc
 from batchline import codec
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
 from bench import stack
+from bench.workload import MODEL_DIR, build_model, sentences, warm_model
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL_DIR = ROOT / ".run" / "bench-model" / "distilbert-random"
-LABELS = {0: "NEGATIVE", 1: "POSITIVE"}
-WORDS = (
-    "the a this that it was is were very really quite so too not never always food service staff "
-    "room hotel film movie story acting plot music price value delivery order package app phone "
-    "battery screen camera support team waiter table menu dinner lunch breakfast coffee pizza "
-    "great good excellent amazing awesome lovely nice friendly fast clean fresh tasty perfect "
-    "bad terrible awful horrible poor slow rude dirty cold broken boring disappointing cheap "
-    "expensive late early long short loud quiet small big new old and but or because although "
-    "while after before again ever just only also still even we i they he she you our my their "
-    "loved hated liked enjoyed recommend returned waited ordered bought watched stayed tried "
-    "will would could should might must can did does had has have be been being get got make "
-    "made take took give gave go went come came see saw know knew think thought feel felt "
-    "hour hours minutes day days week night time times year place people thing things way "
-    "experience quality size color design update version feature problem issue refund "
-    "manager owner family friends kids everyone nobody someone something nothing everything"
-).split()
-PUNCTUATION = [",", ".", "!", "'"]
 CONFIGS: dict[str, dict[str, str]] = {
     "1:0": {"MAX_BATCH_SIZE": "1", "MAX_WAIT_MS": "0", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
     "16:50": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "50", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
     "16:0": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "0", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
     "default": {},  # MAX_BATCH_SIZE 16, MAX_WAIT_MS auto, length-aware, MAX_BATCH_TOKENS 4096
 }
-
-
-def sentences(n: int, seed: int) -> list[str]:
-    """Review-like sentences: 5-30 words, lengths spread evenly, then +-20% noise."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        words = max(3, round(rng.randint(5, 30) * rng.uniform(0.8, 1.2)))
-        text = " ".join(rng.choice(WORDS) for _ in range(words))
-        out.append(text + rng.choice([".", "!", ""]))
-    return out
-
-
-def build_model(path: Path = MODEL_DIR) -> Path:
-    """A DistilBERT with the real architecture and size and random weights, with a WordPiece
-    vocabulary in which every benchmark word is one token. Built once, reused."""
-    if (path / "config.json").exists():
-        return path
-    from transformers import DistilBertConfig, DistilBertForSequenceClassification, DistilBertTokenizerFast
-
-    path.mkdir(parents=True, exist_ok=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *PUNCTUATION, *sorted(set(WORDS))]
-    vocab += [f"[unused{i}]" for i in range(30522 - len(vocab))]
-    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = DistilBertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True)
-    tokenizer.model_max_length = 512
-    tokenizer.save_pretrained(path)
-    config = DistilBertConfig(num_labels=2, id2label=LABELS, label2id={v: k for k, v in LABELS.items()})  # type: ignore[call-arg]
-    model = DistilBertForSequenceClassification(config)
-    model.eval()  # type: ignore[no-untyped-call]
-    model.save_pretrained(path)
-    return path
 
 
 # --- 1. the bare model ----------------------------------------------------------------------------
@@ -130,19 +80,6 @@ def bare_model(
         "light_load_gap_ms": gap_s * 1000,
         "fifo_padding_efficiency": fifo_padding,
     }
-
-
-def warm_model(path: Path, precision: str, threads: int) -> tuple[Any, list[Any]]:
-    """The model in this process, warmed as the batcher warms it, and 4,000 benchmark sentences
-    encoded for it."""
-    from batcher.hf import HFModel
-    from batcher.settings import ModelSettings
-
-    model = HFModel(
-        ModelSettings(backend="hf", model_path=str(path), torch_threads=threads, precision=precision)
-    )
-    model.warm_up(16)
-    return model, model.encode(sentences(4000, seed=7))
 
 
 def fifo_throughput(model: Any, encoded: list[Any], seconds: float) -> tuple[float, float]:

@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from bench.batching import MODEL_DIR, ROOT, build_model, progress
+from bench.batching import progress
+from bench.workload import MODEL_DIR, ROOT, build_model
 
 Forward = Callable[[torch.Tensor, torch.Tensor], Any]
 

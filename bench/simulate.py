@@ -24,7 +24,7 @@ from pathlib import Path
 
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ArrivalRate
-from bench.batching import sentences
+from bench.workload import sentences
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = {  # the benchmark's configs, with its token budget for the length-aware default

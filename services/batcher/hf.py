@@ -67,6 +67,11 @@ class HFModel:
             torch.set_num_threads(settings.torch_threads)
         self.device = resolve_device(settings.device)
         self.dtype = resolve_dtype(settings.precision, self.device)
+        if self.device.type == "cuda":
+            # cuDNN's attention (bf16/fp16) builds a plan the first time it meets an input shape,
+            # 42-141 ms on an H200, and every batch brings new lengths: use the attention kernels
+            # that need no plan (docs/benchmarks/gpu.md).
+            torch.backends.cuda.enable_cudnn_sdp(False)
         self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
         model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=True)
         self.model = model.to(device=self.device).eval()

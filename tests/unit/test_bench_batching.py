@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import batching
+from bench import batching, workload
 
 
 def test_sentences_are_review_like_and_reproducible() -> None:
-    texts = batching.sentences(500, seed=3)
-    assert texts == batching.sentences(500, seed=3)
+    texts = workload.sentences(500, seed=3)
+    assert texts == workload.sentences(500, seed=3)
     words = [len(t.split()) for t in texts]
     assert min(words) >= 3 and max(words) <= 36  # 5-30 words, +-20%
     assert 12 <= sum(words) / len(words) <= 23

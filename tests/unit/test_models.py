@@ -59,6 +59,12 @@ def test_auto_backend_takes_the_real_model_when_it_is_on_disk(tiny_distilbert: P
     assert isinstance(model, HFModel)
 
 
+# The model's arithmetic on each device this machine has: CUDA runs where a GPU is present.
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+]
+
 TEXTS = [
     "great movie",
     "the film was very very bad and i hated it",
@@ -75,9 +81,12 @@ def test_tokenized_once_encoding_carries_length_and_truncation(tiny_distilbert: 
     assert long.ids[-1] == model.sep_id
 
 
-def test_the_packed_pass_computes_what_the_padded_pass_computes(tiny_distilbert: Path) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_packed_pass_computes_what_the_padded_pass_computes(tiny_distilbert: Path, device: str) -> None:
     def model(forward: str) -> HFModel:
-        settings = ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu", forward=forward)
+        settings = ModelSettings(
+            backend="hf", model_path=str(tiny_distilbert), device=device, forward=forward
+        )
         loaded = HFModel(settings)
         torch.manual_seed(7)  # weights large enough that every token moves the result, the same in both
         with torch.no_grad():
@@ -103,12 +112,19 @@ def test_the_packed_pass_computes_what_the_padded_pass_computes(tiny_distilbert:
     assert padded.work(6, 32, 100) == 6 * 32
 
 
-def test_bf16_probabilities_stay_close_to_fp32(tiny_distilbert: Path) -> None:
-    fp32 = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu"))
+@pytest.mark.parametrize("device", DEVICES)
+def test_bf16_probabilities_stay_close_to_fp32(tiny_distilbert: Path, device: str) -> None:
+    fp32 = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device=device))
     bf16 = HFModel(
-        ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu", precision="bf16")
+        ModelSettings(backend="hf", model_path=str(tiny_distilbert), device=device, precision="bf16")
     )
-    assert bf16.dtype in {torch.bfloat16, torch.float32}  # fp32 where the CPU has no native bf16
+    assert fp32.device.type == bf16.device.type == device
+    if device == "cuda":  # cuDNN's attention plans each new shape (~50-140 ms): docs/benchmarks/gpu.md
+        assert not torch.backends.cuda.cudnn_sdp_enabled()  # type: ignore[no-untyped-call]
+    # fp32 where the CPU has no native bf16; fp16 on a GPU without bf16
+    assert bf16.dtype in (
+        {torch.bfloat16, torch.float16} if device == "cuda" else {torch.bfloat16, torch.float32}
+    )
     assert next(bf16.model.parameters()).dtype == torch.float32  # not yet: its first user converts it
     exact = predict_texts(fp32, TEXTS).predictions
     with ThreadPoolExecutor(1) as model_thread:  # as the batcher runs it

@@ -15,7 +15,7 @@ import time
 
 from batcher.hf import HFModel
 from batcher.settings import ModelSettings
-from bench import batching
+from bench import workload
 
 BURN = (
     "import time\n"
@@ -27,10 +27,10 @@ BURN = (
 
 
 def main() -> None:
-    path = batching.build_model()
+    path = workload.build_model()
     model = HFModel(ModelSettings(backend="hf", model_path=str(path), torch_threads=2, precision="bf16"))
     model.warm_up(16)
-    encoded = sorted(model.encode(batching.sentences(1600, seed=7)), key=lambda e: e.tokens)
+    encoded = sorted(model.encode(workload.sentences(1600, seed=7)), key=lambda e: e.tokens)
     batches = [encoded[i : i + 16] for i in range(0, 1600, 16)]
     random.Random(1).shuffle(batches)
 

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from batcher.model import Encoded
-from bench import batching
+from bench import workload
 
 
 def timed(model: Any, size: int, longest: int) -> float:
@@ -26,9 +26,9 @@ def timed(model: Any, size: int, longest: int) -> float:
 
 
 def main() -> None:
-    path = batching.build_model()
+    path = workload.build_model()
     for precision in ("fp32", "bf16"):
-        model, _ = batching.warm_model(path, precision, threads=2)
+        model, _ = workload.warm_model(path, precision, threads=2)
         for size in (16, 4, 1):
             ratios = []
             for longest in range(17, 46, 2):

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from batchline import codec
-from bench import batching, stack
+from bench import batching, stack, workload
 
 
 def thread_cpu_s(pid: int) -> float:
@@ -25,7 +25,7 @@ def thread_cpu_s(pid: int) -> float:
 
 
 def main(precision: str, repeats: int = 3) -> None:
-    model = batching.build_model()
+    model = workload.build_model()
     env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision}
     with stack.start("local", env, envoy=False) as targets:
         pids = {
@@ -36,7 +36,7 @@ def main(precision: str, repeats: int = 3) -> None:
             "redis": stack.service_pids("redis"),
         }
         for repeat in range(repeats):
-            texts = batching.sentences(1200, seed=500 + repeat)
+            texts = workload.sentences(1200, seed=500 + repeat)
             baseline = asyncio.run(batching.finished_count(targets.ingress))
             before = {name: stack.cpu_seconds(p) for name, p in pids.items()}
             loop_before = thread_cpu_s(pids["batcher"][0])

@@ -18,7 +18,7 @@ import statistics
 import sys
 from typing import Any
 
-from bench import batching
+from bench import batching, workload
 
 RATES = [8.0, 24.0, 40.0, 48.0]
 ROUNDS = 4
@@ -26,7 +26,7 @@ NOMINAL = 80.0  # loads are passed as shares of this, so each cell runs at its r
 
 
 def main(share: str, rates: list[float]) -> None:
-    model = batching.build_model()
+    model = workload.build_model()
     batching.CONFIGS["auto"] = {"MAX_WAIT_MS": "auto", "AUTO_BUSY_SHARE": share}
     batching.CONFIGS["greedy"] = {"MAX_WAIT_MS": "0"}
     loads = [rate / NOMINAL for rate in rates]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from batcher.model import Encoded
-from bench import batching
+from bench import workload
 
 
 def per_job_ms(run: Callable[[Sequence[Encoded]], object], batches: list[list[Encoded]]) -> float:
@@ -31,7 +31,7 @@ def per_job_ms(run: Callable[[Sequence[Encoded]], object], batches: list[list[En
 
 
 def main(precision: str) -> None:
-    model, encoded = batching.warm_model(batching.build_model(), precision, threads=2)
+    model, encoded = workload.warm_model(workload.build_model(), precision, threads=2)
     assert model._packed is not None
     packed = model._packed
 

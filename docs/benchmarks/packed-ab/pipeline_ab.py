@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import sys
 
-from bench import batching
+from bench import batching, workload
 
 RATES = (24.0, 40.0, 48.0)
 ROUNDS = 4
@@ -21,7 +21,7 @@ NOMINAL = 80.0  # loads are passed as shares of this, so each cell runs at its r
 
 
 def main() -> None:
-    model = batching.build_model()
+    model = workload.build_model()
     batching.CONFIGS["packed"] = {**batching.CONFIGS["default"], "FORWARD": "packed"}
     batching.CONFIGS["padded"] = {**batching.CONFIGS["default"], "FORWARD": "padded"}
     loads = [rate / NOMINAL for rate in RATES]

@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 
 from batcher.collector import Load, next_batch
-from bench import batching
+from bench import batching, workload
 from bench.simulate import POLICIES, Job, tokens
 
 PREFETCHES = (64, 128)
@@ -35,7 +35,7 @@ def backlog_padding(prefetch: int, fixed_ms: float, per_token_ms: float, seed: i
     def forward_s(size: int, longest: int, real: int = 0) -> float:
         return (fixed_ms + per_token_ms * size * longest) / 1000
 
-    backlog = [Job(i * 1e-6, tokens(t)) for i, t in enumerate(batching.sentences(1200, seed=seed))]
+    backlog = [Job(i * 1e-6, tokens(t)) for i, t in enumerate(workload.sentences(1200, seed=seed))]
     policy = replace(POLICIES["default"], pool=prefetch)
     waiting: list[Job] = []
     nxt, now, real, padded, model_s = 0, 1.0, 0, 0, 0.0
@@ -56,7 +56,7 @@ def backlog_padding(prefetch: int, fixed_ms: float, per_token_ms: float, seed: i
 
 def formation_ms(pool: int) -> float:
     """Median time to decide one batch from a full pool of `pool` waiting jobs."""
-    jobs = [Job(i * 1e-3, tokens(t)) for i, t in enumerate(batching.sentences(pool, seed=3))]
+    jobs = [Job(i * 1e-3, tokens(t)) for i, t in enumerate(workload.sentences(pool, seed=3))]
     policy = replace(POLICIES["default"], pool=pool)
     load = Load(50.0, lambda size, longest, real: (16.3 + 0.46 * size * longest) / 1000)
     times = []
@@ -80,7 +80,7 @@ def simulate() -> None:
 
 
 def measure(precision: str, rounds: int = 2, repeats: int = 2) -> None:
-    model = batching.build_model()
+    model = workload.build_model()
     for round_ in range(rounds):
         for prefetch in PREFETCHES:
             os.environ["PREFETCH"] = str(prefetch)  # the stack's services inherit it

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import batching
+from bench import batching, workload
 
 WAITS = ["0", "3", "6", "12", "50"]
 
 
 def main() -> None:
-    model = batching.build_model()
+    model = workload.build_model()
     for wait in WAITS:
         batching.CONFIGS[f"w{wait}"] = {"MAX_WAIT_MS": wait}
     cells: dict[str, list[dict[str, Any]]] = {wait: [] for wait in WAITS}
