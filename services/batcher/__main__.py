@@ -9,7 +9,7 @@ from collections.abc import Callable
 from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
-from batchline import logs, tracing
+from batchline import lifecycle, logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
@@ -81,7 +81,7 @@ def main() -> None:
     tracing.configure("batcher")
     settings = BatcherSettings.from_env()
     require_distributed(settings.broker, settings.store, "batcher")
-    asyncio.run(_main(settings))
+    lifecycle.run(_main(settings))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from batchline import logs, tracing
+from batchline import lifecycle, logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
@@ -74,7 +74,7 @@ def main() -> None:
     tracing.configure("ingress")
     settings = IngressSettings.from_env()
     require_distributed(settings.broker, settings.store, "ingress")
-    asyncio.run(_main(settings))
+    lifecycle.run(_main(settings))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from batchline import logs, tracing
+from batchline import lifecycle, logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
@@ -70,7 +70,7 @@ def main() -> None:
     settings = StreamSettings.from_env()
     if not settings.store.redis_url:
         raise SettingsError("stream runs against Redis: set REDIS_URL (or run `python -m embedded`)")
-    asyncio.run(_main(settings))
+    lifecycle.run(_main(settings))
 
 
 if __name__ == "__main__":

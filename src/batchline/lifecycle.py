@@ -7,9 +7,11 @@ import contextlib
 import functools
 import gc
 import logging
+import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any
 
 import grpc
 from grpc import aio
@@ -136,6 +138,21 @@ def count_tasks() -> None:
     is at that moment, not as it was up to a second before."""
     loop = asyncio.get_running_loop()
     TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run a service's main coroutine on the event loop EVENT_LOOP names: `uvloop` (the default)
+    or `asyncio`'s own."""
+    loop = os.environ.get("EVENT_LOOP", "uvloop")
+    if loop == "uvloop":
+        import uvloop
+
+        uvloop.run(main)
+    elif loop == "asyncio":
+        asyncio.run(main)
+    else:
+        main.close()
+        raise SettingsError(f"EVENT_LOOP={loop!r}: choose uvloop or asyncio")
 
 
 def freeze_startup_heap() -> None:

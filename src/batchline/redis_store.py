@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import cast
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any, cast
+from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -116,6 +117,28 @@ return 1
 """
 
 
+class Connection(aioredis.Connection):
+    """A connection whose write to a transport the peer has closed fails as a lost connection
+    on either event loop. On asyncio's own loop that write raises ConnectionResetError, which
+    redis-py turns into ConnectionError; uvloop raises RuntimeError instead, which redis-py
+    would pass on as it is (an INTERNAL error where UNAVAILABLE is right). Writes go through
+    here when the connection has a socket timeout, as every connection of this store has."""
+
+    async def _send_packed_command(self, command: Iterable[bytes]) -> None:
+        transport = self._writer.transport if self._writer is not None else None
+        try:
+            await super()._send_packed_command(command)
+        except RuntimeError as exc:
+            if transport is None or not transport.is_closing():
+                raise
+            raise ConnectionResetError(f"the connection to Redis is closed ({exc})") from exc
+
+
+def connection_options(url: str) -> dict[str, Any]:
+    """`Connection` for plain TCP URLs; TLS (rediss://) and unix sockets keep redis-py's own."""
+    return {"connection_class": Connection} if urlsplit(url).scheme == "redis" else {}
+
+
 class RedisJobStore:
     """`JobStore` on Redis. Every Redis failure surfaces as `Unavailable`."""
 
@@ -137,6 +160,7 @@ class RedisJobStore:
             socket_connect_timeout=settings.timeout_s,
             retry=Retry(NoBackoff(), 1),
             health_check_interval=15,
+            **connection_options(settings.redis_url),
         )
         self._redis = aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
         self._create = self._redis.register_script(CREATE_LUA)
@@ -347,13 +371,16 @@ class RedisJobStore:
         return snapshot
 
     async def events(self, on_subscribed: OnSubscribed | None = None) -> AsyncIterator[Job]:
-        # A connection of its own, with no read timeout: it blocks in get_message by design.
+        # A connection of its own. Its reads wait as long as get_message says; the socket
+        # timeout bounds its writes (SUBSCRIBE, health-check PINGs).
         backoff_s = 0.1
         while True:
             client = aioredis.Redis.from_url(
                 self._settings.redis_url,
                 socket_connect_timeout=self._settings.timeout_s,
+                socket_timeout=self._settings.timeout_s,
                 health_check_interval=15,
+                **connection_options(self._settings.redis_url),
             )
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
+from urllib.parse import urlsplit
 
 import pytest
+import uvloop
 
 from batchline import codec
+from batchline.errors import Unavailable
 from batchline.redis_store import RedisJobStore
 from batchline.settings import StoreSettings
 from batchline.store import BatchRecord
 from batchline.v1 import job_pb2
 from tests.helpers import wait_for
+from tests.proxy import TcpProxy
 
 
 def job(job_id: str, status: int) -> job_pb2.Job:
@@ -220,3 +225,27 @@ async def test_create_many_stores_records_once_and_never_overwrites(store: Redis
     assert fresh is not None and fresh.status == codec.QUEUED
     assert await store.queue_position("fresh") == 1
     await store.create_many([])  # nothing to store is no error
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_cut_connection_is_unavailable_on_either_event_loop(
+    store_settings: StoreSettings, loop: str
+) -> None:
+    """A pooled connection whose peer went away fails the next command as Unavailable (the
+    ingress answers UNAVAILABLE), not as uvloop's RuntimeError, and the pool reconnects after."""
+    upstream = urlsplit(store_settings.redis_url)
+
+    async def scenario() -> None:
+        with TcpProxy((upstream.hostname or "127.0.0.1", upstream.port or 6379)) as proxy:
+            store = RedisJobStore(replace(store_settings, redis_url=f"redis://127.0.0.1:{proxy.port}/0"))
+            await store.create(job("before", codec.QUEUED))  # leaves an open connection in the pool
+            proxy.cut()
+            await asyncio.sleep(0.2)  # the reset reaches the client's transport
+            with pytest.raises(Unavailable):
+                await store.create_many([job("during", codec.QUEUED)])
+            proxy.restore()
+            await store.create_many([job("after", codec.QUEUED)])
+            assert await store.get("after") is not None
+            await store.close()
+
+    (uvloop.run if loop == "uvloop" else asyncio.run)(scenario())

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
 import sys
 import threading
 import urllib.request
+import warnings
 from pathlib import Path
 
 import pytest
 
 from batcher import fetch
-from batchline import healthcheck, webui
+from batchline import healthcheck, lifecycle, webui
 from batchline.errors import QueueFull, to_rpc_status
+from batchline.settings import SettingsError
 
 
 @pytest.mark.parametrize(("delay_s", "header"), [(0.2, "1"), (1.0, "1"), (2.5, "3")])
@@ -79,3 +82,38 @@ def test_a_ready_service_keeps_its_startup_heap_out_of_full_collections() -> Non
     assert before > 10_000  # the imported stack, tracked and walked by every full collection
     assert after < 100
     assert frozen >= before
+
+
+@pytest.mark.parametrize(
+    ("name", "loop_type"), [(None, "uvloop.Loop"), ("uvloop", "uvloop.Loop"), ("asyncio", "asyncio")]
+)
+def test_services_run_on_the_event_loop_event_loop_names(
+    monkeypatch: pytest.MonkeyPatch, name: str | None, loop_type: str
+) -> None:
+    if name is None:
+        monkeypatch.delenv("EVENT_LOOP", raising=False)
+    else:
+        monkeypatch.setenv("EVENT_LOOP", name)
+    seen: list[str] = []
+
+    async def main() -> None:
+        loop = type(asyncio.get_running_loop())
+        seen.append(f"{loop.__module__}.{loop.__qualname__}")
+
+    lifecycle.run(main())
+    [running] = seen
+    assert running.startswith(loop_type)
+
+
+def test_an_unknown_event_loop_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVENT_LOOP", "trio")
+    started: list[bool] = []
+
+    async def main() -> None:
+        started.append(True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the refused coroutine is closed, not left unawaited
+        with pytest.raises(SettingsError, match=r"EVENT_LOOP='trio': choose uvloop or asyncio"):
+            lifecycle.run(main())
+    assert not started
