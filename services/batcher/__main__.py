@@ -9,11 +9,12 @@ from collections.abc import Callable
 from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
-from batchline import lifecycle, logs, tracing
+from batchline import logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
     freeze_startup_heap,
+    run_service,
     serve_metrics,
     stop_on_signals,
     watch_dependencies,
@@ -81,7 +82,7 @@ def main() -> None:
     tracing.configure("batcher")
     settings = BatcherSettings.from_env()
     require_distributed(settings.broker, settings.store, "batcher")
-    lifecycle.run(_main(settings))
+    run_service(_main(settings))
 
 
 if __name__ == "__main__":

@@ -14,8 +14,15 @@ from collections.abc import Callable
 from batcher.model import Model, load_model
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
-from batchline import lifecycle, logs, names, tracing
-from batchline.lifecycle import GrpcServer, count_tasks, freeze_startup_heap, serve_metrics, stop_on_signals
+from batchline import logs, names, tracing
+from batchline.lifecycle import (
+    GrpcServer,
+    count_tasks,
+    freeze_startup_heap,
+    run_service,
+    serve_metrics,
+    stop_on_signals,
+)
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import SettingsError, env_int
 from batchline.v1 import inference_pb2_grpc, stream_pb2_grpc
@@ -107,7 +114,7 @@ def main() -> None:
             "AMQP_URL/REDIS_URL are set: run the services on their own (`make up`), "
             "or unset them for the embedded pipeline"
         )
-    lifecycle.run(_main())
+    run_service(_main())
 
 
 if __name__ == "__main__":

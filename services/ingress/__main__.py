@@ -6,11 +6,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from batchline import lifecycle, logs, tracing
+from batchline import logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
     freeze_startup_heap,
+    run_service,
     serve_metrics,
     stop_on_signals,
     watch_dependencies,
@@ -74,7 +75,7 @@ def main() -> None:
     tracing.configure("ingress")
     settings = IngressSettings.from_env()
     require_distributed(settings.broker, settings.store, "ingress")
-    lifecycle.run(_main(settings))
+    run_service(_main(settings))
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from batchline import lifecycle, logs, tracing
+from batchline import logs, tracing
 from batchline.lifecycle import (
     GrpcServer,
     count_tasks,
     freeze_startup_heap,
+    run_service,
     serve_metrics,
     stop_on_signals,
     watch_dependencies,
@@ -70,7 +71,7 @@ def main() -> None:
     settings = StreamSettings.from_env()
     if not settings.store.redis_url:
         raise SettingsError("stream runs against Redis: set REDIS_URL (or run `python -m embedded`)")
-    lifecycle.run(_main(settings))
+    run_service(_main(settings))
 
 
 if __name__ == "__main__":

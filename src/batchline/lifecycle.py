@@ -140,7 +140,7 @@ def count_tasks() -> None:
     TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
 
 
-def run(main: Coroutine[Any, Any, None]) -> None:
+def run_service(main: Coroutine[Any, Any, None]) -> None:
     """Run a service's main coroutine on the event loop EVENT_LOOP names: `uvloop` (the default)
     or `asyncio`'s own."""
     loop = os.environ.get("EVENT_LOOP", "uvloop")

@@ -100,7 +100,7 @@ def test_services_run_on_the_event_loop_event_loop_names(
         loop = type(asyncio.get_running_loop())
         seen.append(f"{loop.__module__}.{loop.__qualname__}")
 
-    lifecycle.run(main())
+    lifecycle.run_service(main())
     [running] = seen
     assert running.startswith(loop_type)
 
@@ -115,5 +115,5 @@ def test_an_unknown_event_loop_is_refused_by_name(monkeypatch: pytest.MonkeyPatc
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the refused coroutine is closed, not left unawaited
         with pytest.raises(SettingsError, match=r"EVENT_LOOP='trio': choose uvloop or asyncio"):
-            lifecycle.run(main())
+            lifecycle.run_service(main())
     assert not started
