@@ -38,9 +38,8 @@ import grpc
 from batchline import codec
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
 from bench import stack
-from bench.workload import MODEL_DIR, build_model, sentences, warm_model
+from bench.workload import MODEL_DIR, ROOT, build_model, sentences, warm_model
 
-ROOT = Path(__file__).resolve().parent.parent
 CONFIGS: dict[str, dict[str, str]] = {
     "1:0": {"MAX_BATCH_SIZE": "1", "MAX_WAIT_MS": "0", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
     "16:50": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "50", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},

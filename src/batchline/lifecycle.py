@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 import grpc
+import uvloop
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
@@ -145,8 +146,6 @@ def run_service(main: Coroutine[Any, Any, None]) -> None:
     or `asyncio`'s own."""
     loop = os.environ.get("EVENT_LOOP", "uvloop")
     if loop == "uvloop":
-        import uvloop
-
         uvloop.run(main)
     elif loop == "asyncio":
         asyncio.run(main)

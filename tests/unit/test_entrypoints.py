@@ -87,7 +87,7 @@ def test_a_ready_service_keeps_its_startup_heap_out_of_full_collections() -> Non
 @pytest.mark.parametrize(
     ("name", "loop_type"), [(None, "uvloop.Loop"), ("uvloop", "uvloop.Loop"), ("asyncio", "asyncio")]
 )
-def test_services_run_on_the_event_loop_event_loop_names(
+def test_services_run_on_the_loop_that_event_loop_names(
     monkeypatch: pytest.MonkeyPatch, name: str | None, loop_type: str
 ) -> None:
     if name is None:
