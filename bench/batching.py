@@ -9,11 +9,13 @@ All in one run, side by side:
    forms them) and one single-item pass, back to back and spaced as light load spaces jobs,
    in the process, before the services start;
 2. configs 1:0 (no batching), 16:50 and 16:0 (FIFO, fixed window / greedy) and the default
-   (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity,
-   open loop, the configs taking turns within each repeat; end-to-end latency is
-   accepted -> result stored, from each job's own trace;
-3. saturation: a backlog of jobs through the default config, fp32 and bf16, each run just after
-   the bare model's batch-16 throughput is measured again (the ratio compares the two).
+   (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity and at
+   40 req/s, open loop, the configs taking turns within each repeat; the default also on two
+   batchers of one thread each (`default 2x1`); end-to-end latency is accepted -> result
+   stored, from each job's own trace;
+3. saturation: a backlog of jobs through the default config on one batcher and on two, fp32 and
+   bf16, each run just after the bare model's batch-16 throughput is measured again (the ratio
+   compares the two).
 
 Writes docs/benchmarks/batching.{md,json,png} and batching-raw.json.
 """
@@ -45,7 +47,10 @@ CONFIGS: dict[str, dict[str, str]] = {
     "16:50": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "50", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
     "16:0": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "0", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
     "default": {},  # MAX_BATCH_SIZE 16, MAX_WAIT_MS auto, length-aware, MAX_BATCH_TOKENS 4096
+    # The same policy on two batchers of one PyTorch thread each: one model per core.
+    "default 2x1": {"BATCHERS": "2", "TORCH_THREADS": "1"},
 }
+DEFAULTS = ("default", "default 2x1")  # the default policy, on one batcher and on two
 
 
 # --- 1. the bare model ----------------------------------------------------------------------------
@@ -96,6 +101,20 @@ def timed_pass(predict: Any, encoded: Any) -> float:
     started = time.perf_counter()
     predict([encoded])
     return (time.perf_counter() - started) * 1000
+
+
+def bare_instances(path: Path, precision: str, seconds: float) -> float:
+    """The bare model as two one-thread processes running at once (as `default 2x1` runs it):
+    their summed sequences per second over batches of 16 in arrival order."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        return float(sum(pool.starmap(_bare_one_thread, [(path, precision, seconds)] * 2)))
+
+
+def _bare_one_thread(path: Path, precision: str, seconds: float) -> float:
+    model, encoded = warm_model(path, precision, 1)
+    return fifo_throughput(model, encoded, seconds)[0]
 
 
 # --- 2. open-loop runs through the services ---------------------------------------------------------
@@ -223,6 +242,13 @@ def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def stack_env(name: str, model: Path, precision: str) -> tuple[dict[str, str], int]:
+    """The services' environment for a config, and how many batchers it runs (its `BATCHERS`,
+    1 when it names none)."""
+    env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
+    return env, int(env.pop("BATCHERS", "1"))
+
+
 def measure_config(
     name: str,
     model: Path,
@@ -234,9 +260,9 @@ def measure_config(
 ) -> list[dict[str, Any]]:
     """One pass over `loads` on a fresh stack: repeat `repeat` of every cell of this config.
     Every config sees the same arrivals at a given load and repeat."""
-    env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
+    env, batchers = stack_env(name, model, precision)
     results = []
-    with stack.start("local", env, envoy=False) as targets:
+    with stack.start("local", env, batchers=batchers, envoy=False) as targets:
         warm = sentences(32, seed=1)  # first calls through the fresh services
         asyncio.run(collect(targets.ingress, asyncio.run(backlog(targets.ingress, warm)), 0))
         for load in loads:
@@ -263,9 +289,9 @@ def measure_saturation(
     measured again, in this process, with the services idle: the ratio compares the two on the
     machine as it is at that moment (a shared machine drifts over a run this long)."""
     bare, encoded = warm_model(model, precision, threads)
-    env = {"MODEL_BACKEND": "hf", "MODEL_PATH": str(model), "PRECISION": precision, **CONFIGS[name]}
+    env, batchers = stack_env(name, model, precision)
     results = []
-    with stack.start("local", env, envoy=False) as targets:
+    with stack.start("local", env, batchers=batchers, envoy=False) as targets:
         for repeat in range(repeats):
             bare_per_s, _ = fifo_throughput(bare, encoded, seconds=10.0)
             texts = sentences(jobs, seed=500 + repeat)
@@ -314,14 +340,17 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
                         "padding_efficiency"]  # fmt: skip
                 table[(config, load)] = {k: median_of(group, k) for k in keys}
 
-    def sat(precision: str, key: str) -> float:
-        group = [r for r in saturation if r["precision"] == precision]
+    def runs_of(precision: str, config: str) -> list[dict[str, Any]]:
+        return [r for r in saturation if r["precision"] == precision and r.get("config", "default") == config]
+
+    def sat(precision: str, key: str, config: str = "default") -> float:
+        group = runs_of(precision, config)
         return median_of(group, key) if group else float("nan")
 
-    def ratio(precision: str) -> float:
+    def ratio(precision: str, config: str = "default") -> float:
         """Median over the saturation runs of jobs/s against the bare model measured just before
         each (older runs: against the bare model measured at the start)."""
-        group = [r for r in saturation if r["precision"] == precision]
+        group = runs_of(precision, config)
         if not group or precision not in bare:
             return float("nan")
         start = bare[precision]["throughput_per_s"]
@@ -331,17 +360,18 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
 
     def bare_beside(precision: str) -> float:
         group = [
-            r["bare_throughput_per_s"]
-            for r in saturation
-            if r["precision"] == precision and "bare_throughput_per_s" in r
+            r["bare_throughput_per_s"] for r in runs_of(precision, "default") if "bare_throughput_per_s" in r
         ]
         return float(statistics.median(group)) if group else float("nan")
+
+    def cell(config: str, load: float, key: str) -> float:
+        return table[(config, load)][key] if (config, load) in table else float("nan")
 
     fp32, bf16 = bare["fp32"], bare.get("bf16", {})
     light = min(loads)
     ratios = []
     for load in loads:
-        fixed = [table[(c, load)]["e2e_p99_ms"] for c in configs if c != "default" and (c, load) in table]
+        fixed = [table[(c, load)]["e2e_p99_ms"] for c in configs if c not in DEFAULTS and (c, load) in table]
         if fixed and ("default", load) in table:
             ratios.append(table[("default", load)]["e2e_p99_ms"] / min(fixed))
     at_40 = min(loads, key=lambda load: abs(load * fp32["throughput_per_s"] - 40))
@@ -369,6 +399,16 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "p99_near_40_rps_offered": table[("default", at_40)]["offered_rps"],
         "p99_at_90pct_ms": table[("default", max(loads))]["e2e_p99_ms"],
         "default_vs_best_p99_ratio": max(ratios) if ratios else float("nan"),
+        # The default policy on two batchers of one thread each, against the same bare model, and
+        # against the bare model run as it is (two one-thread processes at once).
+        "bare_fp32_two_processes_per_s": fp32.get("two_processes_per_s", float("nan")),
+        "bare_bf16_two_processes_per_s": bf16.get("two_processes_per_s", float("nan")),
+        "saturation_2x1_fp32_jobs_per_s": sat("fp32", "completed_rps", "default 2x1"),
+        "saturation_2x1_bf16_jobs_per_s": sat("bf16", "completed_rps", "default 2x1"),
+        "saturation_ratio_2x1": ratio("fp32", "default 2x1"),
+        "saturation_ratio_2x1_bf16": ratio("bf16", "default 2x1"),
+        "light_load_p50_2x1_ms": cell("default 2x1", light, "e2e_p50_ms"),
+        "p99_near_40_rps_2x1_ms": cell("default 2x1", at_40, "e2e_p99_ms"),
     }
     (out / "batching.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "batching-raw.json").write_text(json.dumps(raw, indent=2) + "\n")
@@ -397,6 +437,13 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"{summary['saturation_bf16_jobs_per_s']:.1f} |",
         "| ratio (median over the runs of each run against the bare model just before it) | "
         f"{summary['saturation_ratio']:.2f} | {summary['saturation_ratio_bf16']:.2f} |",
+        "| end to end at saturation, the default on two batchers of one thread each, jobs/s | "
+        f"{summary['saturation_2x1_fp32_jobs_per_s']:.1f} | "
+        f"{summary['saturation_2x1_bf16_jobs_per_s']:.1f} |",
+        "| its ratio, against the same bare model just before each run | "
+        f"{summary['saturation_ratio_2x1']:.2f} | {summary['saturation_ratio_2x1_bf16']:.2f} |",
+        "| bare model as two one-thread processes at once, sequences/s | "
+        f"{summary['bare_fp32_two_processes_per_s']:.1f} | {summary['bare_bf16_two_processes_per_s']:.1f} |",
         "",
         f"Padding efficiency at saturation: **{summary['padding_efficiency']:.2f}** real/padded tokens "
         "with the",
@@ -412,11 +459,15 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"p99 at {summary['p99_near_40_rps_offered']:.0f} req/s (fp32, default): "
         f"**{summary['p99_near_40_rps_ms']:.0f} ms**. Default p99 / best fixed config p99, worst load: "
         f"{summary['default_vs_best_p99_ratio']:.2f}.",
+        f"On two batchers of one thread each (`default 2x1`): p99 at "
+        f"{summary['p99_near_40_rps_offered']:.0f} req/s **{summary['p99_near_40_rps_2x1_ms']:.0f} ms**, "
+        f"p50 at {light:.0%} load {summary['light_load_p50_2x1_ms']:.1f} ms.",
         "",
         "## Configs side by side (fp32)",
         "",
         "Config `size:wait_ms`; the fixed configs batch FIFO; `default` is length-aware with a",
-        "4096-token budget and `MAX_WAIT_MS=auto`.",
+        "4096-token budget and `MAX_WAIT_MS=auto`; `default 2x1` is the same policy on two batchers",
+        "with one PyTorch thread each (one model per core) instead of one batcher with two.",
         "",
         "| load | config | offered/s | done/s | p50 ms | p90 ms | p99 ms | compute/job ms "
         "| mean batch | padding |",
@@ -498,6 +549,8 @@ def main(argv: list[str] | None = None) -> None:
     for precision in precisions:
         progress(f"bare model, {precision}, {threads} threads")
         bare[precision] = bare_model(model, precision, threads, seconds=20.0, light_load=min(args.loads))
+        if "default 2x1" in args.configs:
+            bare[precision]["two_processes_per_s"] = bare_instances(model, precision, seconds=10.0)
         progress(f"  {bare[precision]}")
     capacity = bare["fp32"]["throughput_per_s"]
     loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})
@@ -507,9 +560,10 @@ def main(argv: list[str] | None = None) -> None:
             runs += measure_config(config, model, "fp32", capacity, loads, repeat, args.duration)
     saturation: list[dict[str, Any]] = []
     for precision in precisions:
-        saturation += measure_saturation(
-            "default", model, precision, args.saturation_jobs, args.repeats, threads
-        )
+        for config in [c for c in DEFAULTS if c in args.configs]:
+            saturation += measure_saturation(
+                config, model, precision, args.saturation_jobs, args.repeats, threads
+            )
     raw = {
         "when": time.strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

@@ -285,7 +285,7 @@ def up_plan(env: dict[str, str]) -> list[Process]:
         ),
         python_process("stream", "stream", stream, "STREAM_PORT", METRICS_PORT=env["STREAM_METRICS_PORT"]),
     ]
-    first = int(env["BATCHER_METRICS_PORT"])
+    first, threads = int(env["BATCHER_METRICS_PORT"]), batcher_threads(env)
     processes += [
         python_process(
             f"batcher-{i + 1}",
@@ -295,11 +295,26 @@ def up_plan(env: dict[str, str]) -> list[Process]:
             BATCHER_HEALTH_PORT=str(base + i),
             WORKER_NAME=f"batcher-{i + 1}",
             METRICS_PORT=str(first if i == 0 else first + i + 1),  # stream has first + 1
+            TORCH_THREADS=threads,
         )
         for i in range(int(env["BATCHER_REPLICAS"]))
     ]
     processes += [envoy_process(env, ingress, stream), web_process(env)]
     return processes
+
+
+def batcher_threads(env: dict[str, str]) -> str:
+    """TORCH_THREADS for each batcher: as set, or else this machine's cores shared out among the
+    replicas (one batcher: PyTorch's default, every core). Batchers that each take every core
+    fight over them: on 2 cores, two batchers of two threads drained a backlog at 58 jobs/s,
+    one batcher at 87-94, two of one thread each at 101-110 (docs/benchmarks/instances-ab.md)."""
+    asked = env.get("TORCH_THREADS", "0") or "0"
+    replicas = int(env["BATCHER_REPLICAS"])
+    if asked != "0" or replicas == 1:
+        return asked
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every core counts
+    cores = len(affinity(0)) if affinity else os.cpu_count() or 1
+    return str(max(1, cores // replicas))
 
 
 def up() -> None:

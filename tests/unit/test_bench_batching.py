@@ -49,7 +49,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
         "bare": {"fp32": bare, "bf16": {**bare, "throughput_per_s": 120.0}},
         "runs": [
             run(c, load, p99)
-            for c, p99 in [("1:0", 400), ("16:50", 120), ("16:0", 100), ("default", 105)]
+            for c, p99 in [("1:0", 400), ("16:50", 120), ("16:0", 100), ("default", 105), ("default 2x1", 60)]
             for load in (0.1, 0.9)
         ],
         "saturation": [
@@ -64,13 +64,24 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
                 }
                 for done, beside in [(90.0, 100.0), (95.0, 100.0), (150.0, 150.0)]
             ),
+            {
+                "precision": "fp32",
+                "config": "default 2x1",
+                "completed_rps": 66.0,
+                "padding_efficiency": 0.9,
+                "bare_throughput_per_s": 60.0,
+            },
         ],
     }
     summary = batching.report(raw, tmp_path, "python -m bench.batching")
     assert summary["saturation_ratio"] == 57.0 / 60.0  # no bare beside it: the one at the start
     assert summary["saturation_ratio_bf16"] == 0.95  # not 95 / 120, nor the median jobs/s / bare
     assert summary["bare_bf16_beside_saturation_per_s"] == 100.0
+    # The default on two batchers is the default policy too, not a fixed config to beat.
     assert summary["default_vs_best_p99_ratio"] == 105 / 100
+    assert summary["saturation_ratio_2x1"] == 66.0 / 60.0
+    assert summary["saturation_fp32_jobs_per_s"] == 57.0  # its runs kept apart from one batcher's
+    assert summary["light_load_p50_2x1_ms"] == 60 / 2
     assert summary["light_load_overhead_ms"] == 105 / 2 - 30.0
     assert summary["light_load_overhead_vs_spaced_ms"] == 105 / 2 - 34.0
     written = json.loads((tmp_path / "batching.json").read_text())

@@ -108,6 +108,28 @@ def test_make_up_runs_the_services_compose_runs(tmp_path: Path, monkeypatch: pyt
     assert [p.name for p in plan if p.name.startswith("batcher")] == ["batcher-1", "batcher-2"]
 
 
+@pytest.mark.parametrize(
+    ("replicas", "asked", "cores", "each"),
+    [("1", "", 2, "0"), ("2", "", 2, "1"), ("2", "0", 8, "4"), ("3", "", 2, "1"), ("2", "2", 2, "2")],
+)
+def test_make_up_shares_the_cores_among_the_batchers(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    replicas: str,
+    asked: str,
+    cores: int,
+    each: str,
+) -> None:
+    """Unless TORCH_THREADS is set, each of several batchers gets its share of the cores
+    (at least one); one batcher keeps PyTorch's default (0: every core)."""
+    stack = devstack(tmp_path, monkeypatch)
+    monkeypatch.setattr(stack.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    env = {**stack.DEFAULTS, "BATCHER_REPLICAS": replicas, "TORCH_THREADS": asked}
+    batchers = [p for p in stack.up_plan(env) if p.name.startswith("batcher")]
+    assert len(batchers) == int(replicas)
+    assert {p.env["TORCH_THREADS"] for p in batchers} == {each}
+
+
 def test_make_up_and_compose_agree_on_ports_and_modules() -> None:
     services = compose()["services"]
     assert services["ingress"]["environment"]["INGRESS_PORT"] == str(names.INGRESS_PORT)
