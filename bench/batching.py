@@ -310,6 +310,40 @@ def measure_saturation(
     return results
 
 
+def side_by_side(
+    names: list[str], model: Path, precision: str, rates: list[float], rounds: int, duration_s: float = 15.0
+) -> dict[str, list[dict[str, Any]]]:
+    """Open-loop cells at each of `rates` (req/s) for each config in `names`, `rounds` times, the
+    configs taking turns on fresh stacks: the side-by-side experiments under docs/benchmarks/."""
+    nominal = 80.0  # loads are passed as shares of this, so each cell runs at its rate
+    loads = [rate / nominal for rate in rates]
+    cells: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for round_ in range(rounds):
+        for name in turns(names, round_):
+            cells[name] += measure_config(name, model, precision, nominal, loads, round_, duration_s)
+    return cells
+
+
+def rate_table(
+    cells: dict[str, list[dict[str, Any]]], rates: list[float], label: str = "config"
+) -> list[str]:
+    """Markdown rows of medians per rate and config, with each round's p99."""
+    lines = [
+        f"| req/s | {label} | p50 ms | p90 ms | p99 ms (each round) | compute/job ms | mean batch |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for rate in rates:
+        for name, runs in cells.items():
+            mine = [c for c in runs if abs(c["offered_rps"] - rate) < 1e-6]
+            each = ", ".join(f"{c['e2e_p99_ms']:.0f}" for c in mine)
+            lines.append(
+                f"| {rate:.0f} | {name} | {median_of(mine, 'e2e_p50_ms'):.0f} | "
+                f"{median_of(mine, 'e2e_p90_ms'):.0f} | **{median_of(mine, 'e2e_p99_ms'):.0f}** ({each}) | "
+                f"{median_of(mine, 'compute_per_job_ms'):.1f} | {median_of(mine, 'mean_batch_size'):.1f} |"
+            )
+    return lines
+
+
 # --- report ---------------------------------------------------------------------------------------------
 
 

@@ -119,3 +119,16 @@ def test_configs_take_turns_and_no_config_always_runs_last() -> None:
     assert all(sorted(order) == sorted(configs) for order in orders)  # every config, once each
     for config in configs:
         assert len({order.index(config) for order in orders}) == 3  # a different turn each repeat
+
+
+def test_the_rate_table_gives_medians_and_every_rounds_p99() -> None:
+    cells = {
+        "a": [run("a", 0.5, p99) for p99 in (100, 300, 200)],
+        "b": [run("b", 0.5, 50), run("b", 0.9, 80)],
+    }
+    rates = [0.5 * 60]  # run() offers load x 60 req/s
+    lines = batching.rate_table(cells, rates, label="forward")
+    assert lines[0].startswith("| req/s | forward | p50 ms |")
+    assert lines[2] == "| 30 | a | 100 | 160 | **200** (100, 300, 200) | 10.0 | 4.0 |"
+    assert lines[3] == "| 30 | b | 25 | 40 | **50** (50) | 10.0 | 4.0 |"  # only the cells at that rate
+    assert len(lines) == 4

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
 
 from bench import batching, workload
 
 RATES = [8.0, 24.0, 40.0, 48.0, 56.0]
 ROUNDS = 3
-NOMINAL = 80.0  # loads are passed as shares of this, so each cell runs at its rate
 CONFIGS = {"1x2": {}, "2x1": {"BATCHERS": "2", "TORCH_THREADS": "1"}}
 
 
@@ -34,10 +32,6 @@ def bare_side_by_side(path: Path, precision: str) -> tuple[float, float]:
     one = batching.fifo_throughput(model, encoded, 10.0)[0]
     del model
     return one, batching.bare_instances(path, precision, 10.0)
-
-
-def med(cells: list[dict[str, Any]], key: str) -> float:
-    return float(statistics.median(c[key] for c in cells))
 
 
 def main() -> None:
@@ -52,6 +46,7 @@ def main() -> None:
     print("\n| precision | config | backlog jobs/s (each) | bare 2 threads just before | ratio ", end="")
     print("| mean batch | compute/job ms |")
     print("|---|---|---|---|---|---|---|")
+    med = batching.median_of
     for precision in ("fp32", "bf16"):
         for name in CONFIGS:
             runs = batching.measure_saturation(name, path, precision, 800, ROUNDS, threads=2)
@@ -64,23 +59,8 @@ def main() -> None:
                 flush=True,
             )
 
-    loads = [rate / NOMINAL for rate in RATES]
-    cells: dict[str, list[dict[str, Any]]] = {name: [] for name in CONFIGS}
-    for round_ in range(ROUNDS):
-        for name in batching.turns(list(CONFIGS), round_):
-            cells[name] += batching.measure_config(name, path, "fp32", NOMINAL, loads, round_, 15.0)
-    print("\n| req/s | config | p50 ms | p90 ms | p99 ms (each round) | compute/job ms | mean batch |")
-    print("|---|---|---|---|---|---|---|")
-    for rate in RATES:
-        for name in CONFIGS:
-            mine = [c for c in cells[name] if abs(c["offered_rps"] - rate) < 1e-6]
-            each = ", ".join(f"{c['e2e_p99_ms']:.0f}" for c in mine)
-            print(
-                f"| {rate:.0f} | {name} | {med(mine, 'e2e_p50_ms'):.0f} | {med(mine, 'e2e_p90_ms'):.0f} | "
-                f"**{med(mine, 'e2e_p99_ms'):.0f}** ({each}) | {med(mine, 'compute_per_job_ms'):.1f} | "
-                f"{med(mine, 'mean_batch_size'):.1f} |",
-                flush=True,
-            )
+    cells = batching.side_by_side(list(CONFIGS), path, "fp32", RATES, ROUNDS)
+    print("\n" + "\n".join(batching.rate_table(cells, RATES)), flush=True)
 
 
 if __name__ == "__main__":
