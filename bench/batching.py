@@ -50,7 +50,8 @@ CONFIGS: dict[str, dict[str, str]] = {
     # The same policy on two batchers of one PyTorch thread each: one model per core.
     "default 2x1": {"BATCHERS": "2", "TORCH_THREADS": "1"},
 }
-DEFAULTS = ("default", "default 2x1")  # the default policy, on one batcher and on two
+PER_CORE = "default 2x1"
+DEFAULTS = ("default", PER_CORE)  # the default policy, on one batcher and on two
 
 
 # --- 1. the bare model ----------------------------------------------------------------------------
@@ -437,12 +438,12 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         # against the bare model run as it is (two one-thread processes at once).
         "bare_fp32_two_processes_per_s": fp32.get("two_processes_per_s", float("nan")),
         "bare_bf16_two_processes_per_s": bf16.get("two_processes_per_s", float("nan")),
-        "saturation_2x1_fp32_jobs_per_s": sat("fp32", "completed_rps", "default 2x1"),
-        "saturation_2x1_bf16_jobs_per_s": sat("bf16", "completed_rps", "default 2x1"),
-        "saturation_ratio_2x1": ratio("fp32", "default 2x1"),
-        "saturation_ratio_2x1_bf16": ratio("bf16", "default 2x1"),
-        "light_load_p50_2x1_ms": cell("default 2x1", light, "e2e_p50_ms"),
-        "p99_near_40_rps_2x1_ms": cell("default 2x1", at_40, "e2e_p99_ms"),
+        "saturation_2x1_fp32_jobs_per_s": sat("fp32", "completed_rps", PER_CORE),
+        "saturation_2x1_bf16_jobs_per_s": sat("bf16", "completed_rps", PER_CORE),
+        "saturation_ratio_2x1": ratio("fp32", PER_CORE),
+        "saturation_ratio_2x1_bf16": ratio("bf16", PER_CORE),
+        "light_load_p50_2x1_ms": cell(PER_CORE, light, "e2e_p50_ms"),
+        "p99_near_40_rps_2x1_ms": cell(PER_CORE, at_40, "e2e_p99_ms"),
     }
     (out / "batching.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "batching-raw.json").write_text(json.dumps(raw, indent=2) + "\n")
@@ -583,7 +584,7 @@ def main(argv: list[str] | None = None) -> None:
     for precision in precisions:
         progress(f"bare model, {precision}, {threads} threads")
         bare[precision] = bare_model(model, precision, threads, seconds=20.0, light_load=min(args.loads))
-        if "default 2x1" in args.configs:
+        if PER_CORE in args.configs:
             bare[precision]["two_processes_per_s"] = bare_instances(model, precision, seconds=10.0)
         progress(f"  {bare[precision]}")
     capacity = bare["fp32"]["throughput_per_s"]

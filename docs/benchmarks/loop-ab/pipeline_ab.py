@@ -13,7 +13,6 @@ measured again (the progress lines give jobs/s and the ratio).
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from bench import batching, workload
 
@@ -30,10 +29,7 @@ def main() -> None:
                 batching.measure_saturation(name, model, "fp32", 600, 1, 2)
         return
     load = float(sys.argv[1]) if len(sys.argv) > 1 else 0.1
-    cells: dict[str, list[dict[str, Any]]] = {loop: [] for loop in LOOPS}
-    for round_ in range(3):
-        for name in batching.turns(LOOPS, round_):
-            cells[name] += batching.measure_config(name, model, "fp32", 80.0, [load], round_, 25.0)
+    cells = batching.side_by_side(LOOPS, model, "fp32", [load * 80.0], 3, duration_s=25.0)
     for loop in LOOPS:
         keys = ("e2e_p50_ms", "e2e_p99_ms", "compute_per_job_ms", "outside_model_p50_ms")
         print(loop, *([round(c[key], 1) for c in cells[loop]] for key in keys), flush=True)

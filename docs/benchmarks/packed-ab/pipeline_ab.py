@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bench import batching, workload
 
-RATES = (24.0, 40.0, 48.0)
+RATES = [24.0, 40.0, 48.0]
 ROUNDS = 4
 
 
@@ -20,8 +20,8 @@ def main() -> None:
     model = workload.build_model()
     batching.CONFIGS["packed"] = {**batching.CONFIGS["default"], "FORWARD": "packed"}
     batching.CONFIGS["padded"] = {**batching.CONFIGS["default"], "FORWARD": "padded"}
-    cells = batching.side_by_side(["packed", "padded"], model, "fp32", list(RATES), ROUNDS)
-    print("\n".join(batching.rate_table(cells, list(RATES), label="forward")), flush=True)
+    cells = batching.side_by_side(["packed", "padded"], model, "fp32", RATES, ROUNDS)
+    print("\n".join(batching.rate_table(cells, RATES, label="forward")), flush=True)
 
 
 if __name__ == "__main__":
