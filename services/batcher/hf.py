@@ -72,6 +72,8 @@ class HFModel:
             # 42-141 ms on an H200, and every batch brings new lengths: use the attention kernels
             # that need no plan (docs/benchmarks/gpu.md).
             torch.backends.cuda.enable_cudnn_sdp(False)
+        # Each lane's thread sets its own count (PyTorch's intra-op setting is per thread).
+        self.threads = torch.get_num_threads() if self.device.type == "cpu" else 0
         self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
         model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=True)
         self.model = model.to(device=self.device).eval()
@@ -111,10 +113,14 @@ class HFModel:
             encoded.append(Encoded(text, seq, len(seq), truncated))
         return encoded
 
+    def use_threads(self, threads: int) -> None:
+        torch.set_num_threads(threads)
+
     def _convert(self) -> None:
-        """The weights in the run precision, converted on first use by the thread that runs the
-        model (the batcher's model thread, in its warm-up): a bf16 copy made by another thread
-        ran its passes ~20% slower here (batch 16 of reviews on 2 AMX cores: 69 against 56 ms)."""
+        """The weights in the run precision, converted on first use by a thread that runs the
+        model (the first model lane's, in the batcher's warm-up): a bf16 copy made by a thread
+        that never ran the model ran its passes ~20% slower here (batch 16 of reviews on 2 AMX
+        cores: 69 against 56 ms)."""
         if not self._in_precision:
             self.model = self.model.to(dtype=self.dtype)
             self._in_precision = True
@@ -148,19 +154,22 @@ class HFModel:
 
     def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
         """Every batch size up to the largest at the lengths reviews and chat messages have, each
-        run once to warm and once to time. In bf16/fp16 the kernels are generated per input
-        shape (a first pass at a new shape took 1.28x a warm one at the median here, against 1.03x in
-        fp32), so there a full batch and a single job are also run once at every length up to
-        64 tokens: the shapes a backlog and light load meet first."""
+        run once to warm and once to time (one and two jobs three times: a short pass varies
+        most, and the batcher decides from them whether a lone pass takes every core). In
+        bf16/fp16 the kernels are generated per input shape (a first pass at a new shape took
+        1.28x a warm one at the median here, against 1.03x in fp32), so there a full batch and a
+        single job are also run once at every length up to 64 tokens: the shapes a backlog and
+        light load meet first."""
         sizes = sorted({1, 2, 4, 8, max_batch_size} & set(range(1, max_batch_size + 1)))
         timings = []
         for longest in [n for n in (16, 32, 64) if n <= self.max_length]:
             for size in sizes:
                 batch = [Encoded("", [self.pad_id] * longest, longest, False)] * size
                 self.predict(batch)
-                started = time.perf_counter()
-                self.predict(batch)
-                timings.append((size, longest, time.perf_counter() - started))
+                for _ in range(3 if size <= 2 else 1):  # the short passes, noisiest, thrice
+                    started = time.perf_counter()
+                    self.predict(batch)
+                    timings.append((size, longest, time.perf_counter() - started))
         if self.dtype != torch.float32:
             for longest in range(2, min(64, self.max_length) + 1):
                 for size in {1, max_batch_size}:

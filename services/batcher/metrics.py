@@ -17,6 +17,11 @@ SIZE_BUCKETS = (1, 2, 4, 6, 8, 10, 12, 14, 16, 24, 32, 48, 64)
 TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 BATCHES = Counter("batchline_batches", "Batches run, by why they closed", ["close_reason"])
+PASSES = Counter(
+    "batchline_passes",
+    "Forward passes, by where they ran: wide (alone, on all the model's threads) or a lane (its share)",
+    ["width"],
+)
 BATCH_SIZE = Histogram("batchline_batch_size", "Jobs per forward pass", buckets=SIZE_BUCKETS)
 BATCH_PADDED_TOKENS = Histogram(
     "batchline_batch_padded_tokens", "Padded tokens per forward pass (size x longest)", buckets=TOKEN_BUCKETS

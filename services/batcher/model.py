@@ -42,6 +42,12 @@ class BatchOutput:
 
 class Model(Protocol):
     name: str
+    # CPU threads one pass may use; 0 when its passes do not run on CPU threads (CUDA, the
+    # simulated model). The batcher runs that many threads' worth of passes (batcher/lanes.py).
+    threads: int
+
+    def use_threads(self, threads: int) -> None:
+        """Compute the passes the calling thread runs from now on with `threads` threads."""
 
     def encode(self, texts: Sequence[str]) -> list[Encoded]:
         """Tokenize (fast, about 1% of a pass): once per job, on arrival."""
@@ -53,7 +59,8 @@ class Model(Protocol):
 
     def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
         """One forward pass over `batch` (padded to its longest, or packed). Blocking: runs in
-        the model thread, never on the event loop."""
+        a model lane's thread (batcher/lanes.py), never on the event loop; two lanes may call it
+        at once."""
 
     def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
         """Run the shapes traffic will use once (the first call at a new shape is slow), before

@@ -94,6 +94,10 @@ class BatcherSettings:
     # batch is still held while it is stored): padding 0.84-0.91 -> 0.92-0.95 at saturation
     # against 4 x (docs/benchmarks/prefetch-ab.md).
     prefetch: int = 128
+    # Forward passes that may run at once, each on its share of the model's CPU threads; a pass
+    # that runs alone at light load takes them all (batcher/lanes.py). 0 = auto: two when the
+    # model computes on two CPU threads or more, else one (CUDA, the simulated model).
+    model_lanes: int = 0
     # Name in traces and statistics; unique per replica.
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     # gRPC health port (0 = do not serve health).
@@ -129,7 +133,17 @@ class BatcherSettings:
             length_aware=env_str(env, "LENGTH_AWARE", "1") not in {"0", "false", "no"},
             priority_aging_ms=env_float(env, "PRIORITY_AGING_MS", 100.0, minimum=0),
             prefetch=env_int(env, "PREFETCH", 8 * max_batch_size, minimum=1),
+            model_lanes=_lanes(env),
             worker=env_str(env, "WORKER_NAME", f"{socket.gethostname()}-{os.getpid()}"),
             health_port=env_int(env, "BATCHER_HEALTH_PORT", 0, minimum=0),
             metrics_port=env_int(env, "METRICS_PORT", 9102, minimum=0),
         )
+
+
+def _lanes(env: Mapping[str, str]) -> int:
+    if env_str(env, "MODEL_LANES", "auto") == "auto":
+        return 0
+    try:
+        return env_int(env, "MODEL_LANES", 0, minimum=1)
+    except SettingsError as exc:
+        raise SettingsError(f"{exc}; MODEL_LANES is auto or a number of lanes >= 1") from exc

@@ -47,6 +47,10 @@ def sentiment(text: str) -> float:
 
 class SimulatedModel:
     name = "simulated"
+    threads = 0  # sleeps; one lane
+
+    def use_threads(self, threads: int) -> None:
+        pass
 
     def __init__(self, fixed_ms: float, per_token_ms: float) -> None:
         self._fixed_s = fixed_ms / 1000

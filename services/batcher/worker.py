@@ -1,8 +1,9 @@
-"""The batch loop: collect deliveries, form a batch, one forward pass in the model thread,
-store every result (and its event) in one round trip, then ack. The round trips overlap the
-model: RUNNING is written while the pass computes, and one batch's results are stored while the
-next batch computes; when a pass ends, the next batch is formed, admitted and handed to the
-model first, and only then are the finished pass's results stored.
+"""The batch loop: collect deliveries, form a batch, one forward pass in a model lane, store
+every result (and its event) in one round trip, then ack. The round trips overlap the model:
+RUNNING is written while the pass computes, and a batch's results are stored while the next
+batch computes; when a pass ends, the next batch is formed, admitted and handed to the model
+first, and only then are the finished pass's results stored. With two lanes (batcher/lanes.py)
+two passes compute at once, each on its share of the cores, or one alone on all of them.
 
 At-least-once delivery with idempotent results: a job already finished is acked without
 recompute, and the store refuses any write that would move a status backwards.
@@ -15,10 +16,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
@@ -27,6 +25,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from batcher import metrics
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ArrivalRate, ForwardTime
+from batcher.lanes import Lane, Lanes, lane_count, runs_wide
 from batcher.model import BatchOutput, Encoded, Model, ModelError, Prediction
 from batcher.settings import BatcherSettings
 from batchline import codec, tracing
@@ -69,6 +68,18 @@ class Counters:
 
 
 @dataclass
+class Computed:
+    """A batch whose forward pass ran: what storing its results needs."""
+
+    runnable: list[Pending]
+    passes: list[Pass]
+    batch_id: str
+    started: float  # wall-clock seconds
+    lane: Lane
+    spans: dict[str, Span | None]
+
+
+@dataclass
 class Pass:
     """One forward pass over `items`: its output, or the error it raised."""
 
@@ -94,50 +105,67 @@ class Batcher:
             aging_s=settings.priority_aging_ms / 1000,
         )
         self.arrivals = ArrivalRate()
+        self._lanes = Lanes(lane_count(settings.model_lanes, model.threads), model.threads, model.use_threads)
+        # Pass time on a lane's share of the threads (all of them with one lane), fitted as the
+        # batcher runs: what the batch policy plans with.
         self.forward = ForwardTime(work=model.work)
+        # Pass time on a lane's share and on every thread, from the warm-up's passes only: the
+        # same shapes timed both ways decide whether a lone pass runs wide. Fitted live, the two
+        # drifted apart (only the width in use gets new passes) and flipped the choice back
+        # and forth at a steady 8 jobs/s.
+        self.warm_times = {wide: ForwardTime(work=model.work) for wide in (False, True)}
         self._waiting: list[Pending] = []
         self._wake = asyncio.Event()
-        # The model runs in one dedicated thread; the event loop never runs it.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
+        # Set, and replaced, each time the loop hands a batch to the model or finds none to run:
+        # a finished pass's results are stored after that, so they never delay the next pass.
+        self._formed = asyncio.Event()
+        self._forming = True  # until the loop stops: no next batch after that
+        self._batches: set[asyncio.Task[None]] = set()
+        self._crashed: BaseException | None = None  # an unexpected error in a batch's task
         self.counters = Counters()
-        self._storing: asyncio.Task[None] | None = None  # the last batch's results being stored
-        # A finished pass's results, stored once the next batch is handed to the model.
-        self._unstored: Callable[[], Coroutine[None, None, None]] | None = None
 
     async def warm_up(self) -> None:
-        """Run the model over the shapes traffic will use, in the model thread, before health
-        turns SERVING; the timings seed the forward-time forecast."""
-        loop = asyncio.get_running_loop()
+        """Run the model over the shapes traffic will use, in a model lane, before health turns
+        SERVING; on all the threads and, with two lanes or more, on one lane's share. The
+        timings seed the forward-time forecasts."""
         started = time.perf_counter()
-        timings = await loop.run_in_executor(
-            self._executor, self._model.warm_up, self._settings.max_batch_size
-        )
-        for size, longest, seconds in timings:
-            self.forward.add(size, longest, size * longest, seconds, anchor=True)
-        log.info(
-            "model warm: %d shapes in %.1f s; forward pass ~ %.1f ms + %.3f ms per token computed",
-            len(timings),
-            time.perf_counter() - started,
-            self.forward.fixed_s * 1000,
-            self.forward.per_token_s * 1000,
-        )
+        lanes = self._lanes
+        for wide in (True, False) if lanes.count > 1 else (False,):
+            lane = lanes.take(wide)
+            try:
+                timings = await lanes.run(lane, self._model.warm_up, self._settings.max_batch_size)
+            finally:
+                lanes.give_back(lane)
+            fits = [self.warm_times[wide]] + ([] if wide else [self.forward])
+            for size, longest, seconds in timings:
+                for forward in fits:
+                    forward.add(size, longest, size * longest, seconds, anchor=True)
+            log.info(
+                "model warm on %d threads: %d shapes; forward pass ~ %.1f ms + %.3f ms per token computed",
+                lane.threads,
+                len(timings),
+                fits[0].fixed_s * 1000,
+                fits[0].per_token_s * 1000,
+            )
+        log.info("model warm in %.1f s; %d lanes", time.perf_counter() - started, lanes.count)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Consume and run batches until `stop`; then finish the batch in progress and hand
-        the jobs still waiting back to the queue."""
+        """Consume and run batches until `stop`; then finish the passes in progress, store
+        their results, and hand the jobs still waiting back to the queue."""
         async with asyncio.TaskGroup() as tasks:
             consumer = tasks.create_task(self._consume())
             tasks.create_task(self._wake_on(stop))
             try:
                 await self._loop(stop)
-                await self._store_finished()
-                await self._finish_storing()
+                self._forming = False
+                self._form()  # release the stores waiting for a next batch
+                await asyncio.gather(*self._batches)
             finally:
                 consumer.cancel()
         for pending in self._waiting:
             await pending.delivery.requeue()
         self._waiting.clear()
-        self._executor.shutdown(wait=True)
+        self._lanes.shutdown()
         c = self.counters
         log.info(
             "batcher stopped: %d batches, %d done, %d failed, %d skipped, %d poison",
@@ -194,6 +222,13 @@ class Batcher:
 
     async def _loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            if self._crashed is not None:
+                raise self._crashed
+            if not self._lanes.free:
+                self._wake.clear()  # before any await: a lane freed from here on ends the wait
+                self._form()  # nothing can be handed to the model: finished passes may store
+                await self._wake.wait()
+                continue
             now = time.monotonic()
             load = Load(self.arrivals.rate(now), self.forward)
             decision = next_batch(self._waiting, now, self._policy, load)
@@ -205,31 +240,76 @@ class Batcher:
                 await self._expire(expired)
             if not batch:
                 self._wake.clear()  # before any await: an arrival from here on ends the wait
-                await self._store_finished()  # nothing to hand the model: store what it finished
+                self._form()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(decision.wait_s):  # wait_for would make a task per wait
                         await self._wake.wait()
                 continue
-            try:
-                await self._run_batch(batch, decision.close_reason)
-            except Unavailable as exc:
-                log.warning("store unavailable (%s); %d jobs go back to the queue", exc, len(batch))
-                for pending in batch:
-                    await pending.delivery.requeue()
-                await self._store_finished()
-                await asyncio.sleep(RETRY_AFTER_STORE_FAILURE_S)
+            lane = self._lanes.take(self._runs_wide(batch, load.arrival_rate))
+            handed = asyncio.get_running_loop().create_future()
+            task = asyncio.create_task(self._run_batch(batch, decision.close_reason, lane, handed))
+            self._batches.add(task)
+            task.add_done_callback(self._batch_done)
+            await handed  # admitted and computing (or nothing in it could run)
+            self._form()
 
-    async def _run_batch(self, batch: list[Pending], close_reason: int) -> None:
-        """Admit, then start the forward pass at once: RUNNING is written while the model computes,
-        and the results are stored (and acked) while the next batch computes. The model never
-        waits on Redis or RabbitMQ; at most one batch's results are being stored at a time.
-        The last pass's results wait until this pass is handed over: stored first (their records,
-        Redis's script), they held up this batch's status read, 2.5 of the 4.3 ms between two
-        bf16 passes at saturation here."""
+    def _runs_wide(self, batch: list[Pending], arrival_rate: float) -> bool:
+        """All the threads for a pass that would run alone (every lane free, nothing else
+        waiting) when that pays for the arrivals it makes wait."""
+        if self._lanes.count == 1 or not self._lanes.idle or self._waiting:
+            return False
+        shape = (len(batch), max(p.tokens for p in batch), sum(p.tokens for p in batch))
+        narrow, wide = self.warm_times[False](*shape), self.warm_times[True](*shape)
+        return runs_wide(len(batch), narrow, wide, arrival_rate)
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        """A batch's task ended; if it failed in a way the batcher does not handle, the loop
+        raises it, as it would have had it run the batch itself."""
+        self._batches.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._crashed = task.exception()
+            self._wake.set()
+
+    def _form(self) -> None:
+        self._formed.set()
+        self._formed = asyncio.Event()
+
+    async def _run_batch(
+        self, batch: list[Pending], close_reason: int, lane: Lane, handed: asyncio.Future[None]
+    ) -> None:
+        """Admit, then start the forward pass at once: RUNNING is written while the model
+        computes. When the pass ends its lane is free; the results are stored (and acked) once
+        the loop has handed the model its next batch, or found none: stored first (their
+        records, Redis's script), they held up the next batch's status read, 2.5 of the 4.3 ms
+        between two bf16 passes at saturation here. A store outage sends the batch back to the
+        queue and holds the lane a moment before it is tried again."""
+        try:
+            computed = await self._compute(batch, lane, handed)
+        except Unavailable as exc:
+            if not handed.done():
+                handed.set_result(None)  # the loop may use the other lanes meanwhile
+            log.warning("store unavailable (%s); %d jobs go back to the queue", exc, len(batch))
+            for pending in batch:
+                await pending.delivery.requeue()
+            await asyncio.sleep(RETRY_AFTER_STORE_FAILURE_S)
+            computed = None
+        finally:
+            if not handed.done():
+                handed.set_result(None)
+            formed = self._formed
+            self._lanes.give_back(lane)
+            self._wake.set()
+        if computed is not None:
+            if self._forming:
+                await formed.wait()
+            await self._store_results(computed, close_reason)
+
+    async def _compute(
+        self, batch: list[Pending], lane: Lane, handed: asyncio.Future[None]
+    ) -> Computed | None:
         runnable = await self._admit(batch)
         if not runnable:
-            await self._store_finished()
-            return
+            return None
         batch_id = uuid.uuid4().hex[:16]
         started = time.time()
         # One span per job, in the job's own trace (from the message headers): its forward pass.
@@ -245,8 +325,8 @@ class Batcher:
         }
         running = [self._running(p, batch_id, len(runnable), started) for p in runnable]
         _mark(running, spans)
-        computing = asyncio.create_task(self._infer(runnable))
-        await self._store_finished()
+        computing = asyncio.create_task(self._infer(runnable, lane))
+        handed.set_result(None)
         try:
             await self._store.transition_many(running)  # forward-only: never lands after DONE
         except Unavailable:
@@ -255,33 +335,16 @@ class Batcher:
                 if span is not None:
                     span.end()
             raise
-        passes = await computing
-        self._unstored = partial(
-            self._store_results, runnable, passes, batch_id, started, close_reason, spans
+        return Computed(runnable, await computing, batch_id, started, lane, spans)
+
+    async def _store_results(self, batch: Computed, close_reason: int) -> None:
+        runnable, passes, batch_id, started, spans = (
+            batch.runnable,
+            batch.passes,
+            batch.batch_id,
+            batch.started,
+            batch.spans,
         )
-
-    async def _store_finished(self) -> None:
-        """Start storing the finished pass's results, once the batch before it is stored."""
-        if self._unstored is not None:
-            unstored, self._unstored = self._unstored, None
-            await self._finish_storing()
-            self._storing = asyncio.create_task(unstored())
-
-    async def _finish_storing(self) -> None:
-        """Wait for the previous batch's results to be stored (normally long done)."""
-        if self._storing is not None:
-            storing, self._storing = self._storing, None
-            await storing
-
-    async def _store_results(
-        self,
-        runnable: list[Pending],
-        passes: list[Pass],
-        batch_id: str,
-        started: float,
-        close_reason: int,
-        spans: dict[str, Span | None],
-    ) -> None:
         finished: list[job_pb2.Job] = []
         real = padded = 0
         inference_ms = 0.0
@@ -342,8 +405,10 @@ class Batcher:
                 "real_tokens": real,
                 "padded_tokens": padded,
                 "close_reason": record.close_reason,
+                "threads": batch.lane.threads,
             },
         )
+        metrics.PASSES.labels("wide" if batch.lane.wide else "lane").inc(len(passes))
 
     async def _expire(self, expired: list[Pending]) -> None:
         """Past their deadline before they could start: FAILED DEADLINE_EXCEEDED, never computed."""
@@ -397,13 +462,12 @@ class Batcher:
             await self._expire(expired)
         return runnable
 
-    async def _infer(self, items: list[Pending]) -> list[Pass]:
+    async def _infer(self, items: list[Pending], lane: Lane) -> list[Pass]:
         """One forward pass; if it fails, retry each half, so only the bad input fails."""
         batch = [p.encoded for p in items]
-        loop = asyncio.get_running_loop()
         started = time.perf_counter()
         try:
-            output = await loop.run_in_executor(self._executor, self._model.predict, batch)
+            output = await self._lanes.run(lane, self._model.predict, batch)
             if len(output.predictions) != len(batch):
                 raise ModelError(f"model returned {len(output.predictions)} results for {len(batch)} inputs")
         except Exception as exc:
@@ -412,9 +476,10 @@ class Batcher:
                 log.warning("forward pass failed: %s", exc, extra={"job_id": items[0].task.job_id})
                 return [Pass(items, None, exc, elapsed_ms)]
             half = len(items) // 2
-            return [*await self._infer(items[:half]), *await self._infer(items[half:])]
+            return [*await self._infer(items[:half], lane), *await self._infer(items[half:], lane)]
         seconds = time.perf_counter() - started
-        self.forward.add(len(batch), max(e.tokens for e in batch), output.real_tokens, seconds)
+        if not lane.wide:  # what the policy plans with: a lane's pass
+            self.forward.add(len(batch), max(e.tokens for e in batch), output.real_tokens, seconds)
         return [Pass(items, output, None, seconds * 1000)]
 
     # --- records -------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
 from batchline import codec
@@ -140,7 +142,7 @@ async def test_the_next_pass_is_handed_to_the_model_before_the_last_results_are_
     model.gate = threading.Event()
     store, broker = RecordingStore(log), MemoryBroker()
     batcher, stop, running = started(store, broker, model)
-    batcher._executor = RecordingExecutor(log)
+    batcher._lanes._executors = [RecordingExecutor(log)]
     await submit(store, broker, "first")
     await wait_for(lambda: log == ["pass first"], 5, what="the first pass")
     await submit(store, broker, "second")
@@ -161,3 +163,19 @@ async def test_a_finished_pass_is_stored_at_once_when_nothing_waits() -> None:
     await wait_for(lambda: batcher.counters.done == 1, 5, what="the result stored")
     stop.set()
     await asyncio.wait_for(running, 5)
+
+
+class BrokenStatuses(MemoryJobStore):
+    async def statuses(self, job_ids: Sequence[str]) -> list[int | None]:
+        raise RuntimeError("a bug, not an outage")
+
+
+async def test_an_unexpected_error_in_a_batch_stops_the_batcher_loudly() -> None:
+    """A batch runs in its own task; an error the batcher does not handle still ends `run`
+    (supervisors restart it, the unacked jobs are redelivered) rather than vanishing."""
+    store, broker = BrokenStatuses(job_ttl_s=60), MemoryBroker()
+    _, _, running = started(store, broker, RecordingModel())
+    await submit(store, broker, "meets the bug")
+    with pytest.raises(ExceptionGroup) as caught:
+        await asyncio.wait_for(running, 5)
+    assert caught.group_contains(RuntimeError, match="a bug")

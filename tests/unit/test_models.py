@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from batcher.hf import HFModel, weights_available
-from batcher.model import load_model, predict_texts
+from batcher.model import Encoded, load_model, predict_texts
 from batcher.settings import ModelSettings
 from batcher.simulated import SimulatedModel, count_tokens
 
@@ -165,3 +165,26 @@ def test_warm_up_in_bf16_also_runs_every_length_a_backlog_or_one_job_meets(tiny_
     swept = {(size, longest) for size in (1, 4) for longest in range(2, model.max_length + 1)}
     assert swept <= set(seen)
     assert {shape for shape in seen if shape[0] == 2} == {(2, 16), (2, 32)}  # the grid only
+
+
+def test_two_lanes_compute_what_one_pass_on_every_thread_computes(tiny_distilbert: Path) -> None:
+    """Each lane's thread sets its own PyTorch thread count; a pass on one thread, two at once,
+    gives the probabilities a pass on two threads gives."""
+    settings = ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu", torch_threads=2)
+    model = HFModel(settings)
+    assert model.threads == 2
+    texts = [["great movie", "awful, just awful"], ["the plot was fine", "i would watch it again"]]
+    encoded = [model.encode(t) for t in texts]
+    wide = [[p.score for p in model.predict(e).predictions] for e in encoded]
+
+    def narrow(batch: list[Encoded]) -> tuple[int, list[float]]:
+        model.use_threads(1)
+        scores = [p.score for p in model.predict(batch).predictions]
+        return torch.get_num_threads(), scores
+
+    with ThreadPoolExecutor(max_workers=2) as lanes:
+        results = list(lanes.map(narrow, encoded))
+    assert [threads for threads, _ in results] == [1, 1]
+    assert torch.get_num_threads() == 2  # this thread's count: untouched by the lanes'
+    for (_, scores), expected in zip(results, wide, strict=True):
+        assert scores == pytest.approx(expected, abs=1e-5)

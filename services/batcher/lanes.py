@@ -1,0 +1,95 @@
+"""Model lanes: up to `count` forward passes at once in one batcher, each in its own thread.
+
+On a CPU, passes side by side on a share of the cores each do more work per second than one
+pass on all of them (a batch of 16 parallelises imperfectly: docs/benchmarks/lanes-ab.md), but a
+lone job finishes sooner on every core. So a pass is *wide* (all the threads, every lane) when
+it would run alone and what it saves its jobs outweighs what the jobs arriving meanwhile lose
+waiting for it; otherwise *narrow* (its lane's share of the threads), leaving the other lanes
+free for the next batch. A wide pass needs every lane free and holds them all, so the threads
+computing never outnumber the cores.
+
+A model whose passes do not run on CPU threads (CUDA, the simulated model) gets one lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Lane:
+    """Where one pass runs: a lane's thread, with this many PyTorch threads."""
+
+    index: int
+    threads: int
+    wide: bool  # holds every lane
+
+
+def runs_wide(size: int, narrow_s: float, wide_s: float, arrival_rate: float) -> bool:
+    """Whether a pass that would run alone should take every lane: its `size` jobs each finish
+    `narrow_s - wide_s` sooner, while each job arriving during it (`arrival_rate` x `wide_s`
+    of them) waits for it, half the pass on average, instead of starting in a free lane."""
+    return size * (narrow_s - wide_s) > arrival_rate * wide_s * wide_s / 2
+
+
+def lane_count(asked: int, threads: int) -> int:
+    """MODEL_LANES: `asked` lanes (0: auto), for a model whose pass may use `threads` CPU threads
+    (0: not CPU threads: one lane). Auto is two lanes when there are two threads or more: what
+    was measured (2 cores); more lanes share one interpreter lock and each pass holds it for its
+    Python work."""
+    if threads <= 0:
+        return 1
+    return min(asked, threads) if asked else min(2, threads)
+
+
+class Lanes:
+    def __init__(self, count: int, threads: int, use_threads: Callable[[int], None]) -> None:
+        self.count = count
+        self.wide_threads = max(1, threads)
+        self.narrow_threads = max(1, threads // count)
+        self._use_threads = use_threads
+        self._executors = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"model-{i}") for i in range(count)
+        ]
+        self._set = [0] * count  # the thread count each lane's thread last set
+        self._free = list(range(count))
+
+    @property
+    def free(self) -> int:
+        return len(self._free)
+
+    @property
+    def idle(self) -> bool:
+        return len(self._free) == self.count
+
+    def take(self, wide: bool) -> Lane:
+        """A free lane for one pass (`wide`: all of them; every lane must be free)."""
+        if wide and self.count > 1:
+            assert self.idle, "a wide pass needs every lane"
+            self._free.clear()
+            return Lane(0, self.wide_threads, True)
+        return Lane(self._free.pop(0), self.narrow_threads if self.count > 1 else self.wide_threads, False)
+
+    def give_back(self, lane: Lane) -> None:
+        self._free = list(range(self.count)) if lane.wide else sorted([*self._free, lane.index])
+
+    async def run(self, lane: Lane, fn: Callable[..., T], *args: object) -> T:
+        """`fn(*args)` in the lane's thread, with the lane's thread count."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executors[lane.index], self._call, lane, fn, *args)
+
+    def _call(self, lane: Lane, fn: Callable[..., T], *args: object) -> T:
+        if self._set[lane.index] != lane.threads:  # per thread: each lane sets its own
+            self._use_threads(lane.threads)
+            self._set[lane.index] = lane.threads
+        return fn(*args)
+
+    def shutdown(self) -> None:
+        for executor in self._executors:
+            executor.shutdown(wait=True)

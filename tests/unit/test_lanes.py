@@ -1,0 +1,197 @@
+"""Model lanes: when a pass runs alone on every thread, when passes run side by side on a share
+each, and that a wide pass never shares the cores; the rule on its own, then the batch loop on
+the in-memory queue and store with a model whose pass is faster on more threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from batcher.lanes import Lanes, lane_count, runs_wide
+from batcher.model import BatchOutput, Encoded
+from batcher.settings import BatcherSettings
+from batcher.worker import Batcher
+from batchline import codec
+from batchline.memory import MemoryBroker, MemoryJobStore
+from batchline.settings import SettingsError
+from tests.helpers import RecordingModel, wait_for
+from tests.unit.test_batch_loop import submit
+
+# --- the rule ----------------------------------------------------------------------------------
+
+
+def test_a_lone_pass_at_light_load_runs_wide() -> None:
+    # 35 ms on both cores against 42 on one; 8 jobs/s arrive: 7 ms saved, ~5 ms made to wait.
+    assert runs_wide(1, narrow_s=0.042, wide_s=0.035, arrival_rate=8.0)
+
+
+def test_under_load_a_pass_leaves_the_other_lane_free() -> None:
+    assert not runs_wide(1, narrow_s=0.042, wide_s=0.035, arrival_rate=27.0)
+
+
+def test_a_bigger_batch_saves_more_by_running_wide() -> None:
+    assert not runs_wide(1, narrow_s=0.060, wide_s=0.045, arrival_rate=30.0)
+    assert runs_wide(4, narrow_s=0.060, wide_s=0.045, arrival_rate=30.0)
+
+
+def test_no_gain_no_wide_pass() -> None:
+    assert not runs_wide(16, narrow_s=0.030, wide_s=0.030, arrival_rate=0.0)
+
+
+@pytest.mark.parametrize(
+    ("asked", "threads", "lanes"),
+    [(0, 0, 1), (3, 0, 1), (0, 1, 1), (0, 2, 2), (0, 16, 2), (1, 2, 1), (3, 2, 2), (4, 8, 4)],
+)
+def test_lane_count(asked: int, threads: int, lanes: int) -> None:
+    """Auto is two lanes on two threads or more; never more lanes than threads; a model that
+    does not compute on CPU threads gets one."""
+    assert lane_count(asked, threads) == lanes
+
+
+def test_model_lanes_is_auto_or_a_count() -> None:
+    assert BatcherSettings.from_env({}).model_lanes == 0
+    assert BatcherSettings.from_env({"MODEL_LANES": "auto"}).model_lanes == 0
+    assert BatcherSettings.from_env({"MODEL_LANES": "1"}).model_lanes == 1
+    for bad in ("0", "two"):
+        with pytest.raises(SettingsError, match="MODEL_LANES"):
+            BatcherSettings.from_env({"MODEL_LANES": bad})
+
+
+def test_a_wide_pass_takes_every_lane_and_a_narrow_one_its_share() -> None:
+    lanes = Lanes(2, 4, lambda n: None)
+    wide = lanes.take(wide=True)
+    assert (wide.threads, wide.wide, lanes.free) == (4, True, 0)
+    lanes.give_back(wide)
+    first, second = lanes.take(wide=False), lanes.take(wide=False)
+    assert (first.index, second.index, first.threads, second.threads, lanes.free) == (0, 1, 2, 2, 0)
+    lanes.give_back(first)
+    assert lanes.free == 1 and not lanes.idle
+    with pytest.raises(AssertionError):
+        lanes.take(wide=True)
+    lanes.shutdown()
+
+
+async def test_each_lane_thread_sets_its_own_thread_count_when_it_changes() -> None:
+    calls: list[tuple[str, int]] = []
+    lanes = Lanes(2, 2, lambda n: calls.append((threading.current_thread().name, n)))
+    for wide in (True, True, False, True):
+        lane = lanes.take(wide)
+        await lanes.run(lane, lambda: None)
+        lanes.give_back(lane)
+    assert calls == [("model-0_0", 2), ("model-0_0", 1), ("model-0_0", 2)]
+    lanes.shutdown()
+
+
+# --- the batch loop --------------------------------------------------------------------------------
+
+
+class TwoThreadModel(RecordingModel):
+    """A pass of 20 ms on two threads and 30 on one (as a CPU model: a lone pass gains from
+    both cores); remembers how many threads each pass ran on and how many ran at once."""
+
+    threads = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._local = threading.local()
+        self._count = threading.Lock()
+        self.entered: list[tuple[str, int]] = []  # (first text, threads), as each pass starts
+        self.running = self.most_at_once = 0
+
+    def use_threads(self, threads: int) -> None:
+        self._local.threads = threads
+
+    def release(self) -> None:
+        """Let the passes held at the gate run."""
+        assert self.gate is not None
+        self.gate.set()
+
+    def _seconds(self) -> float:
+        return 0.020 if getattr(self._local, "threads", 2) == 2 else 0.030
+
+    def predict(self, batch: Sequence[Encoded]) -> BatchOutput:
+        with self._count:
+            self.entered.append((batch[0].text, self._local.threads))
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            self._fixed_s = self._seconds()
+            return super().predict(batch)
+        finally:
+            with self._count:
+                self.running -= 1
+
+    def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
+        return [(n, 32, self._seconds()) for n in (1, max_batch_size)]
+
+
+async def warmed(
+    model: TwoThreadModel, max_batch_size: int = 16
+) -> tuple[Batcher, MemoryJobStore, MemoryBroker]:
+    """A batcher on the in-memory queue and store, warmed, its model's passes held at the gate."""
+    settings = BatcherSettings(max_batch_size=max_batch_size, max_wait_ms=0, adaptive_wait=False, worker="w")
+    store, broker = MemoryJobStore(job_ttl_s=60), MemoryBroker()
+    batcher = Batcher(settings, store, broker, model)
+    await batcher.warm_up()
+    model.gate = threading.Event()
+    return batcher, store, broker
+
+
+async def two_passes_held(
+    model: TwoThreadModel,
+) -> tuple[Batcher, MemoryJobStore, MemoryBroker, list[str], asyncio.Event, asyncio.Task[None]]:
+    """Three jobs queued for batches of one; running, with the first two passes at the gate."""
+    batcher, store, broker = await warmed(model, max_batch_size=1)
+    ids = [await submit(store, broker, text) for text in ("one", "two", "three")]
+    stop = asyncio.Event()
+    running = asyncio.create_task(batcher.run(stop))
+    await wait_for(lambda: model.running == 2, 5, what="two passes at once")
+    return batcher, store, broker, ids, stop, running
+
+
+async def test_a_lone_job_runs_on_every_thread_and_holds_every_lane() -> None:
+    model = TwoThreadModel()
+    batcher, store, broker = await warmed(model)
+    stop = asyncio.Event()
+    running = asyncio.create_task(batcher.run(stop))
+    first = await submit(store, broker, "alone")
+    await wait_for(lambda: model.entered == [("alone", 2)], 5, what="a wide pass")
+    second = await submit(store, broker, "arrives during it")
+    await wait_for(lambda: len(batcher._waiting) == 1, 5, what="the second job waiting")
+    await asyncio.sleep(0.05)
+    assert len(model.entered) == 1  # no pass beside the wide one: both cores are in use
+    model.release()
+    await wait_for(lambda: batcher.counters.done == 2, 5, what="both jobs done")
+    assert model.most_at_once == 1
+    assert [(await store.get(i)).status for i in (first, second)] == [codec.DONE, codec.DONE]  # type: ignore[union-attr]
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+
+async def test_jobs_waiting_together_run_side_by_side_on_a_thread_each() -> None:
+    model = TwoThreadModel()
+    batcher, store, _, ids, stop, running = await two_passes_held(model)
+    assert sorted(model.entered) == [("one", 1), ("two", 1)]
+    model.release()
+    await wait_for(lambda: batcher.counters.done == 3, 5, what="every job done")
+    assert model.most_at_once == 2
+    assert {(await store.get(i)).status for i in ids} == {codec.DONE}  # type: ignore[union-attr]
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+
+async def test_a_stop_finishes_both_lanes_passes() -> None:
+    model = TwoThreadModel()
+    _, store, broker, ids, stop, running = await two_passes_held(model)
+    stop.set()
+    await asyncio.sleep(0.05)
+    assert not running.done()  # both passes still computing
+    model.release()
+    await asyncio.wait_for(running, 5)
+    statuses = [(await store.get(i)).status for i in ids]  # type: ignore[union-attr]
+    assert statuses[:2] == [codec.DONE, codec.DONE]
+    assert statuses[2] == codec.QUEUED  # never started: handed back to the queue
+    assert (await broker.depth())[0] == 1
