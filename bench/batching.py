@@ -10,11 +10,11 @@ All in one run, side by side:
    in the process, before the services start;
 2. configs 1:0 (no batching), 16:50 and 16:0 (FIFO, fixed window / greedy) and the default
    (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity and at
-   40 req/s, open loop, the configs taking turns within each repeat; the default also on two
-   batchers of one thread each (`default 2x1`); end-to-end latency is accepted -> result
-   stored, from each job's own trace;
-3. saturation: a backlog of jobs through the default config on one batcher and on two, fp32 and
-   bf16, each run just after the bare model's batch-16 throughput is measured again (the ratio
+   40 req/s, open loop, the configs taking turns within each repeat; the default also with one
+   model lane (`default 1 lane`: one pass at a time on every thread, as before lanes);
+   end-to-end latency is accepted -> result stored, from each job's own trace;
+3. saturation: a backlog of jobs through the default config with two lanes and with one, fp32
+   and bf16, each run just after the bare model's batch-16 throughput is measured again (the ratio
    compares the two).
 
 Writes docs/benchmarks/batching.{md,json,png} and batching-raw.json.
@@ -47,11 +47,11 @@ CONFIGS: dict[str, dict[str, str]] = {
     "16:50": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "50", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
     "16:0": {"MAX_BATCH_SIZE": "16", "MAX_WAIT_MS": "0", "LENGTH_AWARE": "0", "MAX_BATCH_TOKENS": "0"},
     "default": {},  # MAX_BATCH_SIZE 16, MAX_WAIT_MS auto, length-aware, MAX_BATCH_TOKENS 4096
-    # The same policy on two batchers of one PyTorch thread each: one model per core.
-    "default 2x1": {"BATCHERS": "2", "TORCH_THREADS": "1"},
+    # The same policy with one model lane: one pass at a time, on every thread.
+    "default 1 lane": {"MODEL_LANES": "1"},
 }
-PER_CORE = "default 2x1"
-DEFAULTS = ("default", PER_CORE)  # the default policy, on one batcher and on two
+ONE_LANE = "default 1 lane"
+DEFAULTS = ("default", ONE_LANE)  # the default policy, with lanes and with one
 
 
 # --- 1. the bare model ----------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def timed_pass(predict: Any, encoded: Any) -> float:
 
 
 def bare_instances(path: Path, precision: str, seconds: float) -> float:
-    """The bare model as two one-thread processes running at once (as `default 2x1` runs it):
+    """The bare model as two one-thread processes running at once (as two one-thread batchers run it):
     their summed sequences per second over batches of 16 in arrival order."""
     import multiprocessing
 
@@ -434,16 +434,13 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "p99_near_40_rps_offered": table[("default", at_40)]["offered_rps"],
         "p99_at_90pct_ms": table[("default", max(loads))]["e2e_p99_ms"],
         "default_vs_best_p99_ratio": max(ratios) if ratios else float("nan"),
-        # The default policy on two batchers of one thread each, against the same bare model, and
-        # against the bare model run as it is (two one-thread processes at once).
-        "bare_fp32_two_processes_per_s": fp32.get("two_processes_per_s", float("nan")),
-        "bare_bf16_two_processes_per_s": bf16.get("two_processes_per_s", float("nan")),
-        "saturation_2x1_fp32_jobs_per_s": sat("fp32", "completed_rps", PER_CORE),
-        "saturation_2x1_bf16_jobs_per_s": sat("bf16", "completed_rps", PER_CORE),
-        "saturation_ratio_2x1": ratio("fp32", PER_CORE),
-        "saturation_ratio_2x1_bf16": ratio("bf16", PER_CORE),
-        "light_load_p50_2x1_ms": cell(PER_CORE, light, "e2e_p50_ms"),
-        "p99_near_40_rps_2x1_ms": cell(PER_CORE, at_40, "e2e_p99_ms"),
+        # The default policy with one model lane, against the same bare model.
+        "saturation_one_lane_fp32_jobs_per_s": sat("fp32", "completed_rps", ONE_LANE),
+        "saturation_one_lane_bf16_jobs_per_s": sat("bf16", "completed_rps", ONE_LANE),
+        "saturation_ratio_one_lane": ratio("fp32", ONE_LANE),
+        "saturation_ratio_one_lane_bf16": ratio("bf16", ONE_LANE),
+        "light_load_p50_one_lane_ms": cell(ONE_LANE, light, "e2e_p50_ms"),
+        "p99_near_40_rps_one_lane_ms": cell(ONE_LANE, at_40, "e2e_p99_ms"),
     }
     (out / "batching.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "batching-raw.json").write_text(json.dumps(raw, indent=2) + "\n")
@@ -472,13 +469,11 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"{summary['saturation_bf16_jobs_per_s']:.1f} |",
         "| ratio (median over the runs of each run against the bare model just before it) | "
         f"{summary['saturation_ratio']:.2f} | {summary['saturation_ratio_bf16']:.2f} |",
-        "| end to end at saturation, the default on two batchers of one thread each, jobs/s | "
-        f"{summary['saturation_2x1_fp32_jobs_per_s']:.1f} | "
-        f"{summary['saturation_2x1_bf16_jobs_per_s']:.1f} |",
+        "| end to end at saturation, the default with one model lane, jobs/s | "
+        f"{summary['saturation_one_lane_fp32_jobs_per_s']:.1f} | "
+        f"{summary['saturation_one_lane_bf16_jobs_per_s']:.1f} |",
         "| its ratio, against the same bare model just before each run | "
-        f"{summary['saturation_ratio_2x1']:.2f} | {summary['saturation_ratio_2x1_bf16']:.2f} |",
-        "| bare model as two one-thread processes at once, sequences/s | "
-        f"{summary['bare_fp32_two_processes_per_s']:.1f} | {summary['bare_bf16_two_processes_per_s']:.1f} |",
+        f"{summary['saturation_ratio_one_lane']:.2f} | {summary['saturation_ratio_one_lane_bf16']:.2f} |",
         "",
         f"Padding efficiency at saturation: **{summary['padding_efficiency']:.2f}** real/padded tokens "
         "with the",
@@ -494,15 +489,16 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"p99 at {summary['p99_near_40_rps_offered']:.0f} req/s (fp32, default): "
         f"**{summary['p99_near_40_rps_ms']:.0f} ms**. Default p99 / best fixed config p99, worst load: "
         f"{summary['default_vs_best_p99_ratio']:.2f}.",
-        f"On two batchers of one thread each (`default 2x1`): p99 at "
-        f"{summary['p99_near_40_rps_offered']:.0f} req/s **{summary['p99_near_40_rps_2x1_ms']:.0f} ms**, "
-        f"p50 at {light:.0%} load {summary['light_load_p50_2x1_ms']:.1f} ms.",
+        f"With one model lane (`default 1 lane`): p99 at {summary['p99_near_40_rps_offered']:.0f} "
+        f"req/s **{summary['p99_near_40_rps_one_lane_ms']:.0f} ms**, "
+        f"p50 at {light:.0%} load {summary['light_load_p50_one_lane_ms']:.1f} ms.",
         "",
         "## Configs side by side (fp32)",
         "",
         "Config `size:wait_ms`; the fixed configs batch FIFO; `default` is length-aware with a",
-        "4096-token budget and `MAX_WAIT_MS=auto`; `default 2x1` is the same policy on two batchers",
-        "with one PyTorch thread each (one model per core) instead of one batcher with two.",
+        "4096-token budget and `MAX_WAIT_MS=auto`; every config runs with the batcher's default two",
+        "model lanes (a pass on one core each, or alone on both); `default 1 lane` is the default",
+        "policy with one pass at a time on both cores.",
         "",
         "| load | config | offered/s | done/s | p50 ms | p90 ms | p99 ms | compute/job ms "
         "| mean batch | padding |",
@@ -584,8 +580,6 @@ def main(argv: list[str] | None = None) -> None:
     for precision in precisions:
         progress(f"bare model, {precision}, {threads} threads")
         bare[precision] = bare_model(model, precision, threads, seconds=20.0, light_load=min(args.loads))
-        if PER_CORE in args.configs:
-            bare[precision]["two_processes_per_s"] = bare_instances(model, precision, seconds=10.0)
         progress(f"  {bare[precision]}")
     capacity = bare["fp32"]["throughput_per_s"]
     loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})

@@ -49,7 +49,13 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
         "bare": {"fp32": bare, "bf16": {**bare, "throughput_per_s": 120.0}},
         "runs": [
             run(c, load, p99)
-            for c, p99 in [("1:0", 400), ("16:50", 120), ("16:0", 100), ("default", 105), ("default 2x1", 60)]
+            for c, p99 in [
+                ("1:0", 400),
+                ("16:50", 120),
+                ("16:0", 100),
+                ("default", 105),
+                ("default 1 lane", 60),
+            ]
             for load in (0.1, 0.9)
         ],
         "saturation": [
@@ -66,7 +72,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
             ),
             {
                 "precision": "fp32",
-                "config": "default 2x1",
+                "config": "default 1 lane",
                 "completed_rps": 66.0,
                 "padding_efficiency": 0.9,
                 "bare_throughput_per_s": 60.0,
@@ -77,11 +83,11 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     assert summary["saturation_ratio"] == 57.0 / 60.0  # no bare beside it: the one at the start
     assert summary["saturation_ratio_bf16"] == 0.95  # not 95 / 120, nor the median jobs/s / bare
     assert summary["bare_bf16_beside_saturation_per_s"] == 100.0
-    # The default on two batchers is the default policy too, not a fixed config to beat.
+    # The default on one lane is the default policy too, not a fixed config to beat.
     assert summary["default_vs_best_p99_ratio"] == 105 / 100
-    assert summary["saturation_ratio_2x1"] == 66.0 / 60.0
-    assert summary["saturation_fp32_jobs_per_s"] == 57.0  # its runs kept apart from one batcher's
-    assert summary["light_load_p50_2x1_ms"] == 60 / 2
+    assert summary["saturation_ratio_one_lane"] == 66.0 / 60.0
+    assert summary["saturation_fp32_jobs_per_s"] == 57.0  # its runs kept apart from one lane's
+    assert summary["light_load_p50_one_lane_ms"] == 60 / 2
     assert summary["light_load_overhead_ms"] == 105 / 2 - 30.0
     assert summary["light_load_overhead_vs_spaced_ms"] == 105 / 2 - 34.0
     written = json.loads((tmp_path / "batching.json").read_text())

@@ -23,7 +23,7 @@ from bench import batching, workload
 
 RATES = [8.0, 24.0, 40.0, 48.0, 56.0]
 ROUNDS = 3
-CONFIGS = {"1x2": {}, "2x1": {"BATCHERS": "2", "TORCH_THREADS": "1"}}
+CONFIGS = {"1x2": {"MODEL_LANES": "1"}, "2x1": {"BATCHERS": "2", "TORCH_THREADS": "1"}}
 
 
 def bare_side_by_side(path: Path, precision: str) -> tuple[float, float]:
