@@ -115,7 +115,8 @@ class Batcher:
         # and forth at a steady 8 jobs/s.
         self.warm_times = {wide: ForwardTime(work=model.work) for wide in (False, True)}
         self._waiting: list[Pending] = []
-        self._wake = asyncio.Event()
+        self._wake = asyncio.Event()  # an arrival, a lane freed, or the stop
+        self._lane_freed = asyncio.Event()  # a lane freed, or the stop: arrivals cannot help then
         # Set, and replaced, each time the loop hands a batch to the model or finds none to run:
         # a finished pass's results are stored after that, so they never delay the next pass.
         self._formed = asyncio.Event()
@@ -179,6 +180,7 @@ class Batcher:
     async def _wake_on(self, stop: asyncio.Event) -> None:
         await stop.wait()
         self._wake.set()
+        self._lane_freed.set()
 
     async def _consume(self) -> None:
         async for delivery in self._broker.consume(self._settings.prefetch):
@@ -225,9 +227,9 @@ class Batcher:
             if self._crashed is not None:
                 raise self._crashed
             if not self._lanes.free:
-                self._wake.clear()  # before any await: a lane freed from here on ends the wait
+                self._lane_freed.clear()  # before any await: a lane freed from here on ends the wait
                 self._form()  # nothing can be handed to the model: finished passes may store
-                await self._wake.wait()
+                await self._lane_freed.wait()
                 continue
             now = time.monotonic()
             load = Load(self.arrivals.rate(now), self.forward)
@@ -269,6 +271,7 @@ class Batcher:
         if not task.cancelled() and task.exception() is not None:
             self._crashed = task.exception()
             self._wake.set()
+            self._lane_freed.set()
 
     def _form(self) -> None:
         self._formed.set()
@@ -299,6 +302,7 @@ class Batcher:
             formed = self._formed
             self._lanes.give_back(lane)
             self._wake.set()
+            self._lane_freed.set()
         if computed is not None:
             if self._forming:
                 await formed.wait()
