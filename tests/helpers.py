@@ -14,8 +14,10 @@ import aio_pika
 from batcher.model import BatchOutput, Encoded
 from batcher.simulated import SimulatedModel
 from batchline import codec
+from batchline.broker import Broker
 from batchline.redis_store import RedisJobStore
 from batchline.settings import BrokerSettings
+from batchline.store import JobStore
 from batchline.v1 import job_pb2
 from bench.stack import bindable as bindable  # the tests pick ports as the benchmarks do
 from bench.stack import free_port as free_port
@@ -85,6 +87,15 @@ class RecordingModel(SimulatedModel):
             self.computed.extend(e.text for e in batch)
             self.batch_sizes.append(len(batch))
         return output
+
+
+async def submit(store: JobStore, broker: Broker, text: str) -> str:
+    """Queue one job as the ingress does (record, then task), for a batcher on `store`/`broker`."""
+    task = job_pb2.InferenceTask(job_id=codec.new_job_id(), text=text)
+    task.accepted_at.CopyFrom(codec.now_ts())
+    await store.create(codec.queued_job(task))
+    assert await broker.publish([task]) == [None]
+    return task.job_id
 
 
 async def queued_tasks(settings: BrokerSettings) -> list[job_pb2.InferenceTask]:

@@ -40,9 +40,8 @@ def runs_wide(size: int, narrow_s: float, wide_s: float, arrival_rate: float) ->
 
 def lane_count(asked: int, threads: int) -> int:
     """MODEL_LANES: `asked` lanes (0: auto), for a model whose pass may use `threads` CPU threads
-    (0: not CPU threads: one lane). Auto is two lanes when there are two threads or more: what
-    was measured (2 cores); more lanes share one interpreter lock and each pass holds it for its
-    Python work."""
+    (0: not CPU threads: one lane). Auto is two lanes when there are two threads or more: the
+    count measured (on 2 cores); more lanes would also share one interpreter lock, untried."""
     if threads <= 0:
         return 1
     return min(asked, threads) if asked else min(2, threads)

@@ -20,7 +20,7 @@ from batchline.broker import Delivery
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.store import BatchRecord
 from batchline.v1 import job_pb2
-from tests.helpers import RecordingModel, wait_for
+from tests.helpers import RecordingModel, submit, wait_for
 
 
 class HeldResults(MemoryJobStore):
@@ -65,14 +65,6 @@ def started(
     batcher = Batcher(settings, store, broker, model)
     stop = asyncio.Event()
     return batcher, stop, asyncio.create_task(batcher.run(stop))
-
-
-async def submit(store: MemoryJobStore, broker: MemoryBroker, text: str) -> str:
-    task = job_pb2.InferenceTask(job_id=codec.new_job_id(), text=text)
-    task.accepted_at.CopyFrom(codec.now_ts())
-    await store.create(codec.queued_job(task))
-    assert await broker.publish([task]) == [None]
-    return task.job_id
 
 
 async def test_the_next_pass_runs_while_the_last_results_are_stored_and_nothing_is_acked_early() -> None:

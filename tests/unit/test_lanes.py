@@ -17,8 +17,7 @@ from batcher.worker import Batcher
 from batchline import codec
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.settings import SettingsError
-from tests.helpers import RecordingModel, wait_for
-from tests.unit.test_batch_loop import submit
+from tests.helpers import RecordingModel, submit, wait_for
 
 # --- the rule ----------------------------------------------------------------------------------
 
