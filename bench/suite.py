@@ -57,6 +57,14 @@ class Profile:
     sweep_s: float
 
 
+# The pipeline target is >= 1,000 jobs/s done. It is offered 10% more, so that meeting it takes
+# that capacity: done/s counts from the first submit to the last DONE seen, so at exactly
+# 1,000/s offered it reads a little under (the last job's own latency is in the denominator),
+# and above the pipeline's capacity it reads the capacity.
+PIPELINE_TARGET_RPS = 1000
+PIPELINE_OFFERED_RPS = 1100
+INGRESS_RPS = 2000
+
 QUICK = Profile("load-quick", 5, 4, 1, (500, 1000, 1500, 2000), 3)
 FULL = Profile("load", 30, 10, 3, (250, 500, 1000, 1500, 2000, 2500), 10)
 PROTOCOLS = [("grpc", "direct"), ("grpc", "envoy"), ("rest", "envoy"), ("grpc-web", "envoy")]
@@ -132,9 +140,10 @@ def run_all(profile: Profile) -> dict[str, Any]:
     for repeat in range(profile.repeats):
         tag = f"run {repeat + 1}/{profile.repeats}"
         next_step(
-            f"ingress: Submit at 2000/s open loop for {profile.duration_s:g}s, native gRPC direct ({tag})"
+            f"ingress: Submit at {INGRESS_RPS}/s open loop for {profile.duration_s:g}s, "
+            f"native gRPC direct ({tag})"
         )
-        options = submit("ingress-direct", rps=2000, duration=profile.duration_s, concurrency=1000)
+        options = submit("ingress-direct", rps=INGRESS_RPS, duration=profile.duration_s, concurrency=1000)
         results["ingress"].append(measure(options, HOLD_ALL))
 
         next_step(f"ingress: SubmitBatch of 64, 8 callers for {profile.duration_s:g}s ({tag})")
@@ -145,9 +154,15 @@ def run_all(profile: Profile) -> dict[str, Any]:
         )
         results["batch"].append(measure(options, HOLD_ALL))
 
-        next_step(f"pipeline: Submit at 1000/s, each job watched to DONE, 2 batchers ({tag})")
+        next_step(
+            f"pipeline: Submit at {PIPELINE_OFFERED_RPS}/s, each job watched to DONE, 2 batchers ({tag})"
+        )
         options = submit(
-            "pipeline-direct", rps=1000, duration=profile.duration_s, concurrency=1000, e2e="watch"
+            "pipeline-direct",
+            rps=PIPELINE_OFFERED_RPS,
+            duration=profile.duration_s,
+            concurrency=1000,
+            e2e="watch",
         )
         results["pipeline"].append(measure(options, ZERO_COST, batchers=2))
 
@@ -196,7 +211,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     native = median([r["rps"] for r in by_protocol.get("grpc-direct", [])])
     return {
         "ingress": {
-            "offered_rps": 2000,
+            "offered_rps": INGRESS_RPS,
             "achieved_rps": median([r["count"] / (r["total"] / 1e9) for r in ingress]),
             "accepted": median([accepted(r) for r in ingress]),
             "p50_ms": median([percentile(r, 50) for r in ingress]),
@@ -210,7 +225,8 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             "p99_ms": median([percentile(r, 99) for r in batch]),
         },
         "pipeline": {
-            "offered_rps": 1000,
+            "offered_rps": PIPELINE_OFFERED_RPS,
+            "target_rps": PIPELINE_TARGET_RPS,
             "accepted": median([float(e["accepted"]) for e in pipeline]),
             "done": median([float(e["done"]) for e in pipeline]),
             "lost": max(
@@ -226,7 +242,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         "cpu_ms_per_job": {
             "ingress 2000/s": cpu_per_job(ingress),
             "SubmitBatch": cpu_per_job(batch),
-            "pipeline 1000/s e2e": cpu_per_job(results["pipeline"]),
+            f"pipeline {PIPELINE_OFFERED_RPS}/s e2e": cpu_per_job(results["pipeline"]),
             **{f"saturation {name}": cpu_per_job(reports) for name, reports in by_protocol.items()},
         },
         "protocols": {
@@ -242,6 +258,22 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def verdicts(summary: dict[str, Any]) -> dict[str, bool]:
+    """Each target of the issue, met or not, from the summary's medians. The ingress may send
+    1% under its schedule (a generator sharing two cores drifts); the pipeline must complete
+    its target rate outright, having been offered more."""
+    i, b, p = summary["ingress"], summary["batch"], summary["pipeline"]
+    met = {
+        "ingress": i["accepted"] == 1 and i["p99_ms"] <= 20 and i["achieved_rps"] >= 0.99 * i["offered_rps"],
+        "batch": b["jobs_rps"] >= 10_000,
+        "pipeline": p["done_rps"] >= p["target_rps"] and p["lost"] == 0,
+    }
+    for name in ("rest-envoy", "grpc-web-envoy"):
+        if name in summary["protocols"]:
+            met[name] = summary["protocols"][name]["vs_native"] >= 0.7
+    return met
+
+
 def _f(value: float, digits: int = 1) -> str:
     return "—" if value != value else f"{value:,.{digits}f}"
 
@@ -249,12 +281,10 @@ def _f(value: float, digits: int = 1) -> str:
 def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any], meta: dict[str, Any]) -> str:
     i, b, p, protocols = summary["ingress"], summary["batch"], summary["pipeline"], summary["protocols"]
 
-    def verdict(ok: bool) -> str:
-        return "met" if ok else "**missed**"
+    ok = verdicts(summary)
 
-    ingress_ok = i["accepted"] == 1 and i["p99_ms"] <= 20 and i["achieved_rps"] >= 0.99 * i["offered_rps"]
-    batch_ok = b["jobs_rps"] >= 10_000
-    pipeline_ok = p["done_rps"] >= 0.99 * p["offered_rps"] and p["lost"] == 0
+    def verdict(met: bool) -> str:
+        return "met" if met else "**missed**"
 
     lines = [
         f"# Load: ingress, pipeline and edge ({'quick' if profile.name.endswith('quick') else 'full'} run)",
@@ -271,18 +301,19 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "|---|---|---|",
         f"| ingress: 2,000 Submit/s for {profile.duration_s:g} s, 100% accepted, p99 ≤ 20 ms "
         f"(open loop, gRPC direct) | {_f(i['achieved_rps'], 0)}/s achieved, {i['accepted']:.1%} accepted, "
-        f"p99 {_f(i['p99_ms'])} ms | {verdict(ingress_ok)} |",
+        f"p99 {_f(i['p99_ms'])} ms | {verdict(ok['ingress'])} |",
         f"| ingress: ≥ 10,000 jobs/s via SubmitBatch of 64 | {_f(b['jobs_rps'], 0)} jobs/s "
-        f"({_f(b['calls_rps'], 0)} calls/s, {b['accepted']:.1%} accepted) | {verdict(batch_ok)} |",
-        f"| pipeline: ≥ 1,000 jobs/s submit → DONE seen by a watcher, none lost "
-        f"| {_f(p['done_rps'], 0)} done/s, {p['lost']} lost | {verdict(pipeline_ok)} |",
+        f"({_f(b['calls_rps'], 0)} calls/s, {b['accepted']:.1%} accepted) | {verdict(ok['batch'])} |",
+        f"| pipeline: ≥ {p['target_rps']:,} jobs/s submit → DONE seen by a watcher, none lost "
+        f"| {_f(p['done_rps'], 0)} done/s of {p['offered_rps']:,} offered, {p['lost']} lost "
+        f"| {verdict(ok['pipeline'])} |",
     ]
     for name in ("rest-envoy", "grpc-web-envoy"):
         if name in protocols:
             row = protocols[name]
             lines.append(
                 f"| edge: {name.replace('-envoy', '')} through Envoy ≥ 70% of native gRPC Submit throughput "
-                f"| {row['vs_native']:.0%} | {verdict(row['vs_native'] >= 0.7)} |"
+                f"| {row['vs_native']:.0%} | {verdict(ok[name])} |"
             )
     lines += [
         "",
@@ -295,12 +326,13 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         f"| {_f(i['achieved_rps'], 0)} | {i['accepted']:.2%} | {_f(i['p50_ms'])} | {_f(i['p99_ms'])} "
         f"| {_f(i['send_lag_p99_ms'])} |",
         "",
-        "## Pipeline: Submit at 1,000/s, each job watched until DONE",
+        f"## Pipeline: Submit at {p['offered_rps']:,}/s, each job watched until DONE",
         "",
         "Two batchers, zero-cost simulated model; the watcher is WatchJob on the stream service. A watch",
         "the overloaded stream service sheds (gRPC core cancels calls past its pending-request limit)",
         "is re-opened after the last state seen, as the client does; `lost` counts jobs whose end no",
-        "watcher saw within `-t`.",
+        "watcher saw within `-t`. It is offered 10% more than the 1,000 jobs/s target: done/s (first",
+        "submit to last DONE seen) then reads what the pipeline completes, up to the offered rate.",
         "",
         "| accepted | done | lost | re-opened watches | done/s | e2e p50 ms | e2e p99 ms "
         "| queue wait p50 ms | mean batch |",
