@@ -27,7 +27,6 @@ import asyncio
 import gc
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -39,7 +38,7 @@ import grpc
 
 from batchline import codec
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
-from bench import stack
+from bench import machine, stack
 from bench.workload import MODEL_DIR, ROOT, build_model, sentences, warm_model
 
 CONFIGS: dict[str, dict[str, str]] = {
@@ -595,7 +594,7 @@ def main(argv: list[str] | None = None) -> None:
             )
     raw = {
         "when": time.strftime("%Y-%m-%d %H:%M"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": machine.describe(),
         "duration_s": args.duration,
         "repeats": args.repeats,
         "bare": bare,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import stack
+from bench import machine, stack
 from bench.load import runner
 from bench.load.options import Options
 
@@ -290,7 +290,8 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         f"# Load: ingress, pipeline and edge ({'quick' if profile.name.endswith('quick') else 'full'} run)",
         "",
         f"Measured with `batchline-bench` (ghz-compatible) by `{meta['command']}` on {meta['when']}: "
-        f"{meta['cpus']} CPUs shared by the load generator, the services, Envoy, RabbitMQ and Redis. "
+        f"{meta['machine']}; its CPUs shared by the load generator, the services, Envoy, RabbitMQ "
+        "and Redis. "
         f"Medians of {profile.repeats} run(s); each run on a fresh stack after 1 s of warm-up; "
         "simulated zero-cost model. Open-loop runs count latency from each request's due time. "
         f"Raw reports (ghz JSON, per-request details left out): `{profile.name}.json`.",
@@ -464,6 +465,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": "python -m bench.suite" + (" --full" if args.full else ""),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "cpus": os.cpu_count(),
+        "machine": machine.describe(),
         "python": platform.python_version(),
         "minutes": round((time.time() - started) / 60, 1),
     }
