@@ -324,6 +324,19 @@ def side_by_side(
     return cells
 
 
+def ab_main(configs: dict[str, dict[str, str]], rates: list[float], rounds: int, here: Path) -> None:
+    """An A/B script's whole run: `configs` (name -> the services' environment) side by side in
+    fp32, `rounds` rounds at each of `rates`, or at the rounds and rates given on the command
+    line (`script.py ROUNDS RATE...`); prints the table of medians and writes every cell to
+    `here/cells.json`."""
+    if len(sys.argv) > 2:
+        rounds, rates = int(sys.argv[1]), [float(x) for x in sys.argv[2:]]
+    CONFIGS.update(configs)
+    cells = side_by_side(list(configs), build_model(), "fp32", rates, rounds)
+    print("\n".join(rate_table(cells, rates)))
+    (here / "cells.json").write_text(json.dumps(cells, indent=1))
+
+
 def rate_table(
     cells: dict[str, list[dict[str, Any]]], rates: list[float], label: str = "config"
 ) -> list[str]:

@@ -240,7 +240,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             "mean_batch": median([e["batchSize"].get("mean", float("nan")) for e in pipeline]),
         },
         "cpu_ms_per_job": {
-            "ingress 2000/s": cpu_per_job(ingress),
+            f"ingress {INGRESS_RPS}/s": cpu_per_job(ingress),
             "SubmitBatch": cpu_per_job(batch),
             f"pipeline {PIPELINE_OFFERED_RPS}/s e2e": cpu_per_job(results["pipeline"]),
             **{f"saturation {name}": cpu_per_job(reports) for name, reports in by_protocol.items()},

@@ -1,19 +1,10 @@
 """The default (`MAX_WAIT_MS=auto`) against the same policy greedy (`MAX_WAIT_MS=0`), side by
-side at 24 and 40 req/s: `PYTHONPATH=src:services:. .venv/bin/python
-docs/benchmarks/adaptive-wait-ab/adaptive_wait_ab.py` (about 4 minutes)."""
+side at 24 and 40 req/s, 3 rounds (about 4 minutes; `ROUNDS RATE...` on the command line for
+others): `PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/adaptive-wait-ab/adaptive_wait_ab.py`."""
 
-from __future__ import annotations
-
-import json
 from pathlib import Path
 
-from bench import batching
-from bench.workload import build_model
-
-RATES = [24.0, 40.0]
+from bench.batching import ab_main
 
 if __name__ == "__main__":
-    batching.CONFIGS.update({"greedy": {"MAX_WAIT_MS": "0"}})
-    cells = batching.side_by_side(["default", "greedy"], build_model(), "fp32", RATES, rounds=3)
-    print("\n".join(batching.rate_table(cells, RATES)))
-    (Path(__file__).parent / "cells.json").write_text(json.dumps(cells, indent=1))
+    ab_main({"default": {}, "greedy": {"MAX_WAIT_MS": "0"}}, [24.0, 40.0], 3, Path(__file__).parent)
