@@ -122,7 +122,7 @@ soak: install ## 50% capacity for 10 min; memory, keys, tasks, watchers sampled:
 bench-scale: install ## throughput against 1..6 batchers (~2 min): docs/benchmarks/scale.md
 	$(PY) -m bench.scale
 
-bench-batching: install ## the batching engine against the bare model (about 36 min; writes docs/benchmarks/batching.*)
+bench-batching: install ## the batching engine against the bare model (about 45 min; writes docs/benchmarks/batching.*)
 	$(PY) -m bench.batching
 
 bench-policy: install ## the batch policies simulated on the measured cost model (3 s): docs/benchmarks/policy-simulation.md

@@ -55,6 +55,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
                 ("16:0", 100),
                 ("default", 105),
                 ("default 1 lane", 60),
+                ("default, again", 84),  # the control: not a fixed config to beat
             ]
             for load in (0.1, 0.9)
         ],
@@ -85,6 +86,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     assert summary["bare_bf16_beside_saturation_per_s"] == 100.0
     # The default on one lane is the default policy too, not a fixed config to beat.
     assert summary["default_vs_best_p99_ratio"] == 105 / 100
+    assert summary["default_vs_itself_p99_ratio"] == 105 / 84  # the larger over the smaller
     assert summary["saturation_ratio_one_lane"] == 66.0 / 60.0
     assert summary["saturation_fp32_jobs_per_s"] == 57.0  # its runs kept apart from one lane's
     assert summary["light_load_p50_one_lane_ms"] == 60 / 2
@@ -101,6 +103,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     table = (tmp_path / "batching.md").read_text()
     assert "| 90% | default |" in table and "python -m bench.batching" in table
     assert "34.0 ms after" in table and "167 ms idle" in table
+    assert "| 90% | 16:0 | 1.05 | 1.25 |" in table  # the best fixed config, beside the control
     assert (tmp_path / "batching.png").stat().st_size > 10_000
 
 
