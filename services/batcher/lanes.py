@@ -14,6 +14,9 @@ A model whose passes do not run on CPU threads (CUDA, the simulated model) gets 
 from __future__ import annotations
 
 import asyncio
+import math
+import statistics
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +39,35 @@ def runs_wide(size: int, narrow_s: float, wide_s: float, arrival_rate: float) ->
     `narrow_s - wide_s` sooner, while each job arriving during it (`arrival_rate` x `wide_s`
     of them) waits for it, half the pass on average, instead of starting in a free lane."""
     return size * (narrow_s - wide_s) > arrival_rate * wide_s * wide_s / 2
+
+
+class WidthRatios:
+    """How much longer a small pass runs on one lane's share of the threads than on all of them,
+    per probed shape (size, tokens): the narrow time over the wide, each the median of passes
+    timed in pairs (`Lanes.paired`). What a lone pass saves by running wide is the difference,
+    and at one job it is too small for two fitted lines to tell: on 2 vCPUs in fp32 the fits
+    over every warm-up shape put one 22-token job at 62 ms on one core and 57 on two, where
+    passes timed in pairs took 66 and 50-52, so at 7 jobs/s every lone pass ran on one core, 17 ms
+    slower than it could have."""
+
+    def __init__(self) -> None:
+        self._ratios: dict[tuple[int, int], float] = {}
+
+    def add(self, size: int, tokens: int, narrow_s: list[float], wide_s: list[float]) -> None:
+        self._ratios[(size, tokens)] = statistics.median(narrow_s) / statistics.median(wide_s)
+
+    def __call__(self, size: int, longest: int) -> float | None:
+        """The ratio at the probed shape nearest this one (size first, on a log scale; then
+        length), or None for a size beyond the probed ones."""
+        if not self._ratios or size > max(s for s, _ in self._ratios):
+            return None
+        nearest = min(self._ratios, key=lambda k: (abs(math.log(size / k[0])), abs(k[1] - longest)))
+        return self._ratios[nearest]
+
+    def __repr__(self) -> str:
+        return ", ".join(
+            f"{size}x{tokens}: {ratio:.2f}" for (size, tokens), ratio in sorted(self._ratios.items())
+        )
 
 
 def lane_count(asked: int, threads: int) -> int:
@@ -82,6 +114,27 @@ class Lanes:
         """`fn(*args)` in the lane's thread, with the lane's thread count."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executors[lane.index], self._call, lane, fn, *args)
+
+    async def paired(
+        self, fn: Callable[..., object], *args: object, rounds: int
+    ) -> tuple[list[float], list[float]]:
+        """`fn(*args)` timed on one lane's share of the threads and on every thread, the two
+        in turns (and in the other order each round, so a machine slowing down or speeding up
+        weighs on both alike), after a first round that warms the shape; every lane must be
+        free. Returns (narrow seconds, wide seconds), `rounds` of each."""
+        times: dict[bool, list[float]] = {False: [], True: []}
+        for round_ in range(rounds + 1):
+            for wide in (True, False) if round_ % 2 else (False, True):
+                lane = self.take(wide)
+                try:
+                    started = time.perf_counter()
+                    await self.run(lane, fn, *args)
+                    elapsed = time.perf_counter() - started
+                finally:
+                    self.give_back(lane)
+                if round_:
+                    times[wide].append(elapsed)
+        return times[False], times[True]
 
     def _call(self, lane: Lane, fn: Callable[..., T], *args: object) -> T:
         if self._set[lane.index] != lane.threads:  # per thread: each lane sets its own

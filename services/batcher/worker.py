@@ -25,7 +25,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from batcher import metrics
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ArrivalRate, ForwardTime
-from batcher.lanes import Lane, Lanes, lane_count, runs_wide
+from batcher.lanes import Lane, Lanes, WidthRatios, lane_count, runs_wide
 from batcher.model import BatchOutput, Encoded, Model, ModelError, Prediction
 from batcher.settings import BatcherSettings
 from batchline import codec, tracing
@@ -37,6 +37,13 @@ from batchline.v1 import job_pb2
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_STORE_FAILURE_S = 0.5
+# The small passes timed both ways at warm-up for the width rule: batches of 1 and 4 copies of
+# a sentence of a review's typical length (16 words, ~20 tokens), each width PROBE_ROUNDS
+# times. A pass here varies by 20% from one to the next on a shared machine; with 3 rounds the
+# ratio at one job read 0.95, 1.14 and 1.23 in three warm-ups a minute apart.
+PROBE_SIZES = (1, 4)
+PROBE_ROUNDS = 8
+PROBE_TEXT = "the food was good and the staff were kind but the wait was long so we may come back"
 
 
 @dataclass
@@ -109,11 +116,12 @@ class Batcher:
         # Pass time on a lane's share of the threads (all of them with one lane), fitted as the
         # batcher runs: what the batch policy plans with.
         self.forward = ForwardTime(work=model.work)
-        # Pass time on a lane's share and on every thread, from the warm-up's passes only: the
-        # same shapes timed both ways decide whether a lone pass runs wide. Fitted live, the two
-        # drifted apart (only the width in use gets new passes) and flipped the choice back
-        # and forth at a steady 8 jobs/s.
+        # Pass time on a lane's share and on every thread, from the warm-up's passes only: with
+        # the ratios of small passes timed in pairs, they decide whether a lone pass runs wide.
+        # Fitted live, the two drifted apart (only the width in use gets new passes) and
+        # flipped the choice back and forth at a steady 8 jobs/s.
         self.warm_times = {wide: ForwardTime(work=model.work) for wide in (False, True)}
+        self.width_ratios = WidthRatios()
         self._waiting: list[Pending] = []
         self._wake = asyncio.Event()  # an arrival, a lane freed, or the stop
         self._lane_freed = asyncio.Event()  # a lane freed, or the stop: arrivals cannot help then
@@ -148,7 +156,20 @@ class Batcher:
                 fits[0].fixed_s * 1000,
                 fits[0].per_token_s * 1000,
             )
+        if lanes.count > 1:
+            await self._probe_widths()
         log.info("model warm in %.1f s; %d lanes", time.perf_counter() - started, lanes.count)
+
+    async def _probe_widths(self) -> None:
+        """Time the small passes a lone job or two meets at light load on both widths, in
+        pairs: what running wide saves there (batcher/lanes.py, WidthRatios)."""
+        [encoded] = self._model.encode([PROBE_TEXT])
+        for size in [n for n in PROBE_SIZES if n <= self._settings.max_batch_size]:
+            narrow, wide = await self._lanes.paired(
+                self._model.predict, [encoded] * size, rounds=PROBE_ROUNDS
+            )
+            self.width_ratios.add(size, encoded.tokens, narrow, wide)
+        log.info("one lane's pass over every thread's, small passes timed in pairs: %s", self.width_ratios)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume and run batches until `stop`; then finish the passes in progress, store
@@ -261,7 +282,9 @@ class Batcher:
         if self._lanes.count == 1 or not self._lanes.idle or self._waiting:
             return False
         shape = (len(batch), max(p.tokens for p in batch), sum(p.tokens for p in batch))
-        narrow, wide = self.warm_times[False](*shape), self.warm_times[True](*shape)
+        wide = self.warm_times[True](*shape)
+        ratio = self.width_ratios(len(batch), shape[1])
+        narrow = wide * ratio if ratio is not None else self.warm_times[False](*shape)
         return runs_wide(len(batch), narrow, wide, arrival_rate)
 
     def _batch_done(self, task: asyncio.Task[None]) -> None:

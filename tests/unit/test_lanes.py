@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 
 import pytest
 
-from batcher.lanes import Lanes, lane_count, runs_wide
+from batcher.lanes import Lanes, WidthRatios, lane_count, runs_wide
 from batcher.model import BatchOutput, Encoded
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
@@ -38,6 +39,38 @@ def test_a_bigger_batch_saves_more_by_running_wide() -> None:
 
 def test_no_gain_no_wide_pass() -> None:
     assert not runs_wide(16, narrow_s=0.030, wide_s=0.030, arrival_rate=0.0)
+
+
+def test_width_ratios_come_from_the_probed_shape_nearest_the_pass() -> None:
+    ratios = WidthRatios()
+    # Medians: one slow wide pass among three does not move the ratio.
+    ratios.add(1, 18, narrow_s=[0.066, 0.070, 0.064], wide_s=[0.050, 0.052, 0.090])
+    ratios.add(4, 18, narrow_s=[0.130], wide_s=[0.100])
+    ratios.add(1, 40, narrow_s=[0.090], wide_s=[0.060])
+    assert ratios(1, 20) == pytest.approx(0.066 / 0.052)
+    assert ratios(1, 37) == pytest.approx(1.5)
+    assert ratios(3, 18) == pytest.approx(1.3)  # 3 jobs: nearer 4 than 1
+    assert ratios(8, 18) is None  # beyond the probed sizes: the fitted times decide
+    assert WidthRatios()(1, 18) is None
+
+
+async def test_paired_timing_takes_the_widths_in_turns_after_a_warming_round() -> None:
+    threads = [0]
+    ran: list[int] = []
+
+    def use_threads(n: int) -> None:
+        threads[0] = n
+
+    def work() -> None:
+        ran.append(threads[0])
+        time.sleep(0.010 if threads[0] == 2 else 0.020)
+
+    lanes = Lanes(2, 2, use_threads)
+    narrow, wide = await lanes.paired(work, rounds=2)
+    assert ran == [1, 2, 2, 1, 1, 2]  # warming: one, both; then both, one; one, both
+    assert len(narrow) == len(wide) == 2 and min(narrow) > max(wide)
+    assert lanes.idle
+    lanes.shutdown()
 
 
 @pytest.mark.parametrize(
@@ -135,6 +168,8 @@ async def warmed(
     store, broker = MemoryJobStore(job_ttl_s=60), MemoryBroker()
     batcher = Batcher(settings, store, broker, model)
     await batcher.warm_up()
+    model.entered.clear()  # the warm-up's passes
+    model.most_at_once = 0
     model.gate = threading.Event()
     return batcher, store, broker
 
@@ -166,6 +201,30 @@ async def test_a_lone_job_runs_on_every_thread_and_holds_every_lane() -> None:
     await wait_for(lambda: batcher.counters.done == 2, 5, what="both jobs done")
     assert model.most_at_once == 1
     assert [(await store.get(i)).status for i in (first, second)] == [codec.DONE, codec.DONE]  # type: ignore[union-attr]
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+
+class FitsBlindModel(TwoThreadModel):
+    """Its warm-up reports the same time on one thread as on two, so the fitted times see no
+    gain in a wide pass; its passes still run 20 ms on two threads and 30 on one."""
+
+    def warm_up(self, max_batch_size: int) -> list[tuple[int, int, float]]:
+        return [(n, 32, 0.025) for n in (1, max_batch_size)]
+
+
+async def test_a_lone_pass_runs_wide_on_what_small_passes_timed_in_pairs_show() -> None:
+    model = FitsBlindModel()
+    batcher, store, broker = await warmed(model)
+    [(size, tokens)] = {(1, e.tokens) for e in model.encode(["alone"])}
+    assert batcher.warm_times[False](size, tokens, tokens) == batcher.warm_times[True](size, tokens, tokens)
+    assert (batcher.width_ratios(1, tokens) or 0) > 1.2  # 30 ms against 20, timed in pairs
+    stop = asyncio.Event()
+    running = asyncio.create_task(batcher.run(stop))
+    await submit(store, broker, "alone")
+    await wait_for(lambda: model.entered == [("alone", 2)], 5, what="a wide pass")
+    model.release()
+    await wait_for(lambda: batcher.counters.done == 1, 5, what="the job done")
     stop.set()
     await asyncio.wait_for(running, 5)
 
