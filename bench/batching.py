@@ -29,6 +29,7 @@ import asyncio
 import gc
 import json
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -647,7 +648,7 @@ def main(argv: list[str] | None = None) -> None:
         "runs": runs,
         "saturation": saturation,
     }
-    command = "python -m bench.batching " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.batching " + shlex.join(argv if argv is not None else sys.argv[1:])
     summary = report(raw, args.out, command.strip())
     print(json.dumps(summary, indent=2))
 
