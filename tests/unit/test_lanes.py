@@ -63,7 +63,7 @@ async def test_paired_timing_takes_the_widths_in_turns_after_a_warming_round() -
 
     def work() -> None:
         ran.append(threads[0])
-        time.sleep(0.010 if threads[0] == 2 else 0.020)
+        time.sleep(0.005 if threads[0] == 2 else 0.040)
 
     lanes = Lanes(2, 2, use_threads)
     narrow, wide = await lanes.paired(work, rounds=2)
