@@ -52,7 +52,7 @@ CONFIGS: dict[str, dict[str, str]] = {
     # The same policy with one model lane: one pass at a time, on every thread.
     "default 1 lane": {"MODEL_LANES": "1"},
     # The default again, unchanged: the control. Two runs of one config at one load can read
-    # 1.5 x apart on p99 on a shared 2-core machine (docs/benchmarks/noise-floor.md); the report
+    # 2 x apart on p99 on a shared 2-core machine (docs/benchmarks/noise-floor.md); the report
     # sets each comparison beside that.
     "default, again": {},
 }

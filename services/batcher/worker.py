@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_STORE_FAILURE_S = 0.5
 # The small passes timed both ways at warm-up for the width rule: batches of 1 and 4 copies of
-# a sentence of a review's typical length (16 words, ~20 tokens), each width PROBE_ROUNDS
+# a sentence of a review's typical length (19 words, 21 tokens), each width PROBE_ROUNDS
 # times. A pass here varies by 20% from one to the next on a shared machine; with 3 rounds the
 # ratio at one job read 0.95, 1.14 and 1.23 in three warm-ups a minute apart.
 PROBE_SIZES = (1, 4)
