@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { chromium, type Browser, type Page, type Route } from "playwright-core";
 
 const UI_URL = process.env.UI_URL ?? "http://localhost:3000";
 const ARTIFACTS = process.env.ARTIFACTS ?? "test-artifacts/browser";
@@ -151,12 +151,20 @@ test("with API keys on, the UI asks for one and sends with it", async () => {
   await send(page, ["sent before the key"]);
   await lastReply(page).locator(".problem", { hasText: "Enter an API key" }).waitFor();
 
+  // A stats poll sent without a key is held until the key is in: its refusal, arriving after
+  // the key, is stale and must not ask for a key again.
+  const held: Route[] = [];
+  await page.route("**/GetStats", (route) => void held.push(route));
+  while (held.length === 0) await page.waitForTimeout(50);
   await page.locator("#api-key").fill(key);
   await page.keyboard.press("Enter");
   assert.equal(await page.locator("#key-form").isHidden(), true);
+  for (const route of held) await route.continue();
+  await page.unroute("**/GetStats");
+  await page.locator(".stats .stat", { hasText: "jobs/s" }).waitFor();
+  assert.equal(await page.locator("#key-form").isHidden(), true, "a stale refusal asked for the key again");
   await send(page, ["I loved it, and my key works"]);
   await lastReply(page).locator("article.job[data-status=DONE]").waitFor();
-  await page.locator(".stats .stat", { hasText: "jobs/s" }).waitFor();
   assert.equal(await page.evaluate(() => localStorage.getItem("batchline.apiKey")), null);
   await page.screenshot({ path: join(ARTIFACTS, "api-key.png") });
   await page.close();

@@ -152,6 +152,15 @@ function drawTrace(job: JobView): HTMLElement {
   return h("figure", { class: "trace" }, bar, h("figcaption", {}, steps));
 }
 
+function apiKey(): string {
+  return sessionStorage.getItem(KEY_STORAGE) ?? "";
+}
+
+/** Refused, but sent with `sentWith` before another key was entered: worth a retry with that one. */
+function staleRefusal(problem: Problem, sentWith: string): boolean {
+  return problem.kind === "unauthenticated" && sentWith !== apiKey();
+}
+
 /** The server wants a key this browser lacks (or has wrong): ask for one. */
 function askForKey(problem: Problem): void {
   if (problem.kind !== "unauthenticated") return;
@@ -173,6 +182,7 @@ async function send(input: string): Promise<void> {
   addTurn(active(), turn);
   render();
   for (let attempt = 0; ; attempt++) {
+    const sentWith = apiKey();
     try {
       const ids = await state.api.submit(lines);
       turn.jobs = lines.map((text, i) => ({ jobId: ids[i] ?? "", text, status: "QUEUED" }));
@@ -182,6 +192,7 @@ async function send(input: string): Promise<void> {
       return;
     } catch (error) {
       const problem = classify(error);
+      if (staleRefusal(problem, sentWith)) continue;
       askForKey(problem);
       if (!retryable(problem) || attempt + 1 >= SUBMIT_ATTEMPTS) {
         turn.jobs = [];
@@ -269,6 +280,7 @@ async function pollStats(): Promise<void> {
       await sleep(STATS_EVERY_MS);
       continue;
     }
+    const sentWith = apiKey();
     try {
       const sample = statsSample(await state.api.stats(), Date.now());
       const view = statsView(state.lastStats, sample);
@@ -278,10 +290,13 @@ async function pollStats(): Promise<void> {
       attempt = 0;
       await sleep(STATS_EVERY_MS);
     } catch (error) {
-      const delay = backoffMs(attempt++);
       const problem = classify(error);
-      drawStats(problem.kind === "unauthenticated" ? "locked" : "offline", "", "");
-      if (problem.kind === "unauthenticated") askForKey(problem);
+      if (staleRefusal(problem, sentWith)) continue;
+      const locked = problem.kind === "unauthenticated";
+      // Locked is no sign of load: ask at the usual pace, so stats show soon after a key.
+      const delay = locked ? STATS_EVERY_MS : backoffMs(attempt++);
+      drawStats(locked ? "locked" : "offline", "", "");
+      if (locked) askForKey(problem);
       else showBanner(retryText(problem, delay));
       await sleep(delay);
     }
@@ -329,7 +344,7 @@ dom.keyForm.addEventListener("submit", (event) => {
 });
 
 dom.input.focus(); // before the config fetch below, so typing can start as soon as the page shows
-state.api = new Api(await apiUrl(window.location), () => sessionStorage.getItem(KEY_STORAGE) ?? "");
+state.api = new Api(await apiUrl(window.location), apiKey);
 document.body.dataset.api = state.api.baseUrl;
 render();
 for (const conversation of state.conversations) {
