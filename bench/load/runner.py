@@ -26,7 +26,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from batchline.lifecycle import freeze_startup_heap
+from batchline.lifecycle import freeze_startup_heap, run_service
 from bench.load import report, schedule
 from bench.load.calldata import CallData
 from bench.load.options import OptionError, Options
@@ -271,7 +271,7 @@ class Worker:
 def _worker_main(index: int, plan: Plan, counters: Any, conn: multiprocessing.connection.Connection) -> None:
     freeze_startup_heap()  # imports out of the collector's reach: a full collection is no latency spike
     with contextlib.suppress(KeyboardInterrupt):  # the parent reports the interruption
-        asyncio.run(Worker(index, plan, counters).run(conn))
+        run_service(Worker(index, plan, counters).run(conn))  # on uvloop, as the services run
 
 
 # --- the parent --------------------------------------------------------------------------------
