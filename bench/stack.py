@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from batchline import edge
-from batchline.lifecycle import wait_until_serving
+from batchline.lifecycle import is_serving
+
+# How long a service may take to turn SERVING. A batcher does once its model is warm: every
+# shape traffic will use, on both widths with two lanes. In bf16 on a 2-vCPU Xeon without AMX
+# that took 73 s, more than the minute every other service is given.
+READY_S = 60.0
+BATCHER_READY_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,7 @@ def start(
     pids: dict[str, list[int]] = {}
     metrics_ports: dict[str, list[int]] = {}
 
-    def spawn(module: str, extra: dict[str, str]) -> None:
+    def spawn(module: str, extra: dict[str, str]) -> subprocess.Popen[bytes]:
         if metrics:
             port = free_port()
             metrics_ports.setdefault(module, []).append(port)
@@ -110,6 +117,7 @@ def start(
             )
         )
         pids[module][-1] = processes[-1].pid
+        return processes[-1]
 
     workdir = tempfile.TemporaryDirectory(prefix="batchline-bench-")
     prefix = f"bench:{run_id}:" if kind == "local" else ""
@@ -118,8 +126,9 @@ def start(
             port = free_port()
             for name in ("AMQP_URL", "REDIS_URL"):
                 base.pop(name, None)
-            spawn("embedded", {"PORT": str(port)})
+            server = spawn("embedded", {"PORT": str(port)})
             ingress = stream = f"127.0.0.1:{port}"
+            wait_ready("embedded server", ingress, server, BATCHER_READY_S)  # its batcher warms a model too
         else:
             ports = [free_port() for _ in range(2)]
             shared = {
@@ -129,16 +138,17 @@ def start(
                 "KEY_PREFIX": prefix,
                 "JOB_TTL_S": env.get("JOB_TTL_S", "600"),
             }
-            spawn("ingress", {**shared, "INGRESS_PORT": str(ports[0])})
-            spawn("stream", {**shared, "STREAM_PORT": str(ports[1])})
+            front = spawn("ingress", {**shared, "INGRESS_PORT": str(ports[0])})
+            fan_out = spawn("stream", {**shared, "STREAM_PORT": str(ports[1])})
             ingress, stream = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
-            wait_until_serving(ingress)  # the queue exists before a batcher consumes
+            wait_ready("ingress", ingress, front)  # the queue exists before a batcher consumes
             for n in range(batchers):
                 health = free_port()
-                spawn("batcher", {**shared, "BATCHER_HEALTH_PORT": str(health), "WORKER_NAME": f"bench-{n}"})
-                wait_until_serving(f"127.0.0.1:{health}")
-        wait_until_serving(ingress)
-        wait_until_serving(stream)
+                batcher = spawn(
+                    "batcher", {**shared, "BATCHER_HEALTH_PORT": str(health), "WORKER_NAME": f"bench-{n}"}
+                )
+                wait_ready("batcher", f"127.0.0.1:{health}", batcher, BATCHER_READY_S)
+            wait_ready("stream service", stream, fan_out)
         if kind == "local":
             pids["rabbitmq"] = service_pids("beam.smp")
             pids["redis"] = service_pids("redis-server")
@@ -169,6 +179,19 @@ def start(
         workdir.cleanup()
         if kind == "local":
             _cleanup(run_id)
+
+
+def wait_ready(name: str, target: str, process: subprocess.Popen[bytes], timeout_s: float = READY_S) -> None:
+    """Block until `target` answers SERVING. RuntimeError as soon as `process` (service `name`,
+    which serves it) exits, with its exit code (its stderr is this process's), or after
+    `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not is_serving(target):
+        if process.poll() is not None:
+            raise RuntimeError(f"the {name} exited with {process.returncode} before SERVING on {target}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{target} did not become SERVING within {timeout_s:.0f} s")
+        time.sleep(0.1)
 
 
 def _cleanup(run_id: str) -> None:

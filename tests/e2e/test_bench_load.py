@@ -141,3 +141,11 @@ def test_open_loop_latency_counts_from_the_due_time(tmp_path: Path) -> None:
     assert latencies[0] < 0.3
     assert latencies[-1] > 0.8
     assert report["batchline"]["sendLagMs"]["p99"] > 500  # the wait was the client's, and it says so
+
+
+def test_a_service_that_exits_at_start_up_fails_the_stack_at_once() -> None:
+    """A batcher gets minutes to warm its model, so one that dies must not be waited for."""
+    env = {"MODEL_BACKEND": "simulated", "PRECISION": "fp64"}  # the batcher refuses the setting
+    failed = pytest.raises(RuntimeError, match=r"the batcher exited with \d+ before SERVING")
+    with failed, stack.start("local", env, batchers=1, envoy=False):
+        pass
