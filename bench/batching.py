@@ -19,7 +19,8 @@ All in one run, side by side:
    and bf16, each run just after the bare model's batch-16 throughput is measured again (the ratio
    compares the two).
 
-Writes docs/benchmarks/batching.{md,json,png} and batching-raw.json.
+Writes docs/benchmarks/batching.{md,json,png} and batching-raw.json; while it runs, what it
+has measured so far in batching-partial.json, which `--resume` goes on from.
 """
 
 from __future__ import annotations
@@ -598,6 +599,38 @@ def plot(
     fig.savefig(path, dpi=110)
 
 
+class Checkpoint:
+    """What a run has measured so far, written after every step to `path`: a run that dies
+    (a machine hiccup 40 minutes in) can go on with `--resume` instead of starting over. A
+    step is one config's cells of one repeat, or one config's saturation runs at one precision.
+    Removed once the report is written."""
+
+    def __init__(self, path: Path, settings: dict[str, Any]) -> None:
+        self.path, self.settings = path, settings
+        self.bare: dict[str, Any] = {}
+        self.runs: list[dict[str, Any]] = []
+        self.saturation: list[dict[str, Any]] = []
+        self.steps: list[str] = []
+
+    @classmethod
+    def resume(cls, path: Path, settings: dict[str, Any]) -> Checkpoint:
+        """The checkpoint at `path`, if it was made with the same `settings`; else a fresh one
+        (nothing there) or SystemExit (other settings: resuming would mix two benchmarks)."""
+        checkpoint = cls(path, settings)
+        if not path.exists():
+            return checkpoint
+        saved = json.loads(path.read_text())
+        if saved["settings"] != settings:
+            raise SystemExit(f"--resume: {path} was made with {saved['settings']}, not {settings}")
+        checkpoint.bare, checkpoint.runs = saved["bare"], saved["runs"]
+        checkpoint.saturation, checkpoint.steps = saved["saturation"], saved["steps"]
+        return checkpoint
+
+    def save(self) -> None:
+        fields = ("settings", "bare", "runs", "saturation", "steps")
+        self.path.write_text(json.dumps({name: getattr(self, name) for name in fields}))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.batching", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -615,41 +648,55 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--no-bf16", action="store_true", help="skip the bf16 measurements")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    parser.add_argument(
+        "--resume", action="store_true", help="go on from OUT/batching-partial.json, left by a run that died"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     threads = args.threads or os.cpu_count() or 1
     precisions = ["fp32"] if args.no_bf16 else ["fp32", "bf16"]
+    settings = {name: getattr(args, name) for name in ("loads", "rps", "configs", "duration", "repeats")}
+    settings |= {"saturation_jobs": args.saturation_jobs, "threads": threads, "precisions": precisions}
+    partial = args.out / "batching-partial.json"
+    done = Checkpoint.resume(partial, settings) if args.resume else Checkpoint(partial, settings)
+    if done.steps:
+        progress(f"resuming from {partial}: {len(done.steps)} steps measured")
 
     progress(f"building (or reusing) the model at {MODEL_DIR}")
     model = build_model()
-    bare = {}
-    for precision in precisions:
+    for precision in [p for p in precisions if p not in done.bare]:
         progress(f"bare model, {precision}, {threads} threads")
-        bare[precision] = bare_model(model, precision, threads, seconds=20.0, light_load=min(args.loads))
-        progress(f"  {bare[precision]}")
-    capacity = bare["fp32"]["throughput_per_s"]
+        done.bare[precision] = bare_model(model, precision, threads, seconds=20.0, light_load=min(args.loads))
+        progress(f"  {done.bare[precision]}")
+        done.save()
+    capacity = done.bare["fp32"]["throughput_per_s"]
     loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})
-    runs: list[dict[str, Any]] = []
     for repeat in range(args.repeats):
         for config in turns(args.configs, repeat):
-            runs += measure_config(config, model, "fp32", capacity, loads, repeat, args.duration)
-    saturation: list[dict[str, Any]] = []
+            if (step := f"cells {config} #{repeat + 1}") not in done.steps:
+                done.runs += measure_config(config, model, "fp32", capacity, loads, repeat, args.duration)
+                done.steps.append(step)
+                done.save()
     for precision in precisions:
         for config in [c for c in DEFAULTS if c in args.configs]:
-            saturation += measure_saturation(
-                config, model, precision, args.saturation_jobs, args.repeats, threads
-            )
+            if (step := f"saturation {config} {precision}") not in done.steps:
+                done.saturation += measure_saturation(
+                    config, model, precision, args.saturation_jobs, args.repeats, threads
+                )
+                done.steps.append(step)
+                done.save()
     raw = {
         "when": time.strftime("%Y-%m-%d %H:%M"),
         "machine": machine.describe(),
         "duration_s": args.duration,
         "repeats": args.repeats,
-        "bare": bare,
-        "runs": runs,
-        "saturation": saturation,
+        "bare": done.bare,
+        "runs": done.runs,
+        "saturation": done.saturation,
     }
     command = "python -m bench.batching " + shlex.join(argv if argv is not None else sys.argv[1:])
     summary = report(raw, args.out, command.strip())
+    partial.unlink(missing_ok=True)
     print(json.dumps(summary, indent=2))
 
 

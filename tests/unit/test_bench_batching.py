@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench import batching, workload
 
 
@@ -141,3 +143,58 @@ def test_the_rate_table_gives_medians_and_every_rounds_p99() -> None:
     assert lines[2] == "| 30 | a | 100 | 160 | **200** (100, 300, 200) | 10.0 | 4.0 |"
     assert lines[3] == "| 30 | b | 25 | 40 | **50** (50) | 10.0 | 4.0 |"  # only the cells at that rate
     assert len(lines) == 4
+
+
+def test_a_run_that_dies_goes_on_with_resume_measuring_nothing_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    measured: list[str] = []
+    failing = {"saturation": True}
+
+    def cells(
+        name: str, _m: Path, _p: str, _c: float, loads: list[float], repeat: int, _d: float
+    ) -> list[Any]:
+        measured.append(f"cells {name} #{repeat + 1}")
+        return [{"config": name, "load": load, "repeat": repeat} for load in loads]
+
+    def saturation(name: str, _m: Path, precision: str, _j: int, _r: int, _t: int) -> list[dict[str, str]]:
+        if failing["saturation"]:
+            raise RuntimeError("the batcher did not become SERVING")
+        measured.append(f"saturation {name} {precision}")
+        return [{"config": name, "precision": precision}]
+
+    reported: dict[str, Any] = {}
+    monkeypatch.setattr(batching, "build_model", lambda: tmp_path)
+
+    def bare(*_: Any, **__: Any) -> dict[str, float]:
+        measured.append("bare")
+        return {"throughput_per_s": 100.0}
+
+    monkeypatch.setattr(batching, "bare_model", bare)
+    monkeypatch.setattr(batching, "measure_config", cells)
+    monkeypatch.setattr(batching, "measure_saturation", saturation)
+    monkeypatch.setattr(batching, "report", lambda raw, _out, _command: reported.update(raw) or {})
+    argv = ["--loads", "0.5", "--rps", "--configs", "16:0", "default", "--repeats", "2", "--no-bf16"]
+    argv += ["--out", str(tmp_path)]
+
+    with pytest.raises(RuntimeError):
+        batching.main(argv)
+    partial = tmp_path / "batching-partial.json"
+    assert json.loads(partial.read_text())["steps"] == [
+        "cells 16:0 #1",
+        "cells default #1",
+        "cells default #2",
+        "cells 16:0 #2",
+    ]
+    assert measured.count("bare") == 1
+
+    with pytest.raises(SystemExit, match=r"--resume: .* was made with"):
+        batching.main([*argv[:-2], "--repeats", "3", "--out", str(tmp_path), "--resume"])
+
+    measured.clear()
+    failing["saturation"] = False
+    batching.main([*argv, "--resume"])
+    assert measured == ["saturation default fp32"]  # no bare model, no cell measured again
+    assert len(reported["runs"]) == 4
+    assert reported["saturation"] == [{"config": "default", "precision": "fp32"}]
+    assert not partial.exists()
