@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from batchline import edge
-from batchline.lifecycle import is_serving
+from batchline.lifecycle import wait_until_serving
 
-# How long a service may take to turn SERVING. A batcher does once its model is warm: every
-# shape traffic will use, on both widths with two lanes. In bf16 on a 2-vCPU Xeon without AMX
-# that took 73 s, more than the minute every other service is given.
-READY_S = 60.0
+# How long a batcher may take to turn SERVING: it does once its model is warm, every shape
+# traffic will use on both widths with two lanes. In bf16 on a 2-vCPU Xeon without AMX that
+# took 73 s, more than the minute every other service is given.
 BATCHER_READY_S = 600.0
 
 
@@ -128,7 +126,9 @@ def start(
                 base.pop(name, None)
             server = spawn("embedded", {"PORT": str(port)})
             ingress = stream = f"127.0.0.1:{port}"
-            wait_ready("embedded server", ingress, server, BATCHER_READY_S)  # its batcher warms a model too
+            wait_until_serving(
+                ingress, BATCHER_READY_S, server, "embedded server"
+            )  # its batcher warms a model too
         else:
             ports = [free_port() for _ in range(2)]
             shared = {
@@ -141,14 +141,16 @@ def start(
             front = spawn("ingress", {**shared, "INGRESS_PORT": str(ports[0])})
             fan_out = spawn("stream", {**shared, "STREAM_PORT": str(ports[1])})
             ingress, stream = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
-            wait_ready("ingress", ingress, front)  # the queue exists before a batcher consumes
+            wait_until_serving(
+                ingress, process=front, name="ingress"
+            )  # the queue exists before a batcher consumes
             for n in range(batchers):
                 health = free_port()
                 batcher = spawn(
                     "batcher", {**shared, "BATCHER_HEALTH_PORT": str(health), "WORKER_NAME": f"bench-{n}"}
                 )
-                wait_ready("batcher", f"127.0.0.1:{health}", batcher, BATCHER_READY_S)
-            wait_ready("stream service", stream, fan_out)
+                wait_until_serving(f"127.0.0.1:{health}", BATCHER_READY_S, batcher, "batcher")
+            wait_until_serving(stream, process=fan_out, name="stream service")
         if kind == "local":
             pids["rabbitmq"] = service_pids("beam.smp")
             pids["redis"] = service_pids("redis-server")
@@ -179,19 +181,6 @@ def start(
         workdir.cleanup()
         if kind == "local":
             _cleanup(run_id)
-
-
-def wait_ready(name: str, target: str, process: subprocess.Popen[bytes], timeout_s: float = READY_S) -> None:
-    """Block until `target` answers SERVING. RuntimeError as soon as `process` (service `name`,
-    which serves it) exits, with its exit code (its stderr is this process's), or after
-    `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not is_serving(target):
-        if process.poll() is not None:
-            raise RuntimeError(f"the {name} exited with {process.returncode} before SERVING on {target}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{target} did not become SERVING within {timeout_s:.0f} s")
-        time.sleep(0.1)
 
 
 def _cleanup(run_id: str) -> None:

@@ -9,6 +9,7 @@ import gc
 import logging
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
@@ -175,10 +176,18 @@ def is_serving(target: str, timeout_s: float = 1.0) -> bool:
     return bool(reply.status == SERVING)
 
 
-def wait_until_serving(target: str, timeout_s: float = 60.0) -> None:
-    """Block until `target` is SERVING; RuntimeError after `timeout_s`."""
+def wait_until_serving(
+    target: str,
+    timeout_s: float = 60.0,
+    process: subprocess.Popen[bytes] | None = None,
+    name: str = "process",
+) -> None:
+    """Block until `target` is SERVING; RuntimeError after `timeout_s`, or as soon as `process`
+    (the `name` that serves `target`, when the caller started it) exits, with its exit code."""
     deadline = time.monotonic() + timeout_s
     while not is_serving(target):
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the {name} exited with {process.returncode} before SERVING on {target}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"{target} did not become SERVING within {timeout_s:.0f}s")
         time.sleep(0.1)
