@@ -102,8 +102,9 @@ def encode_record(job: Job) -> bytes:
 
 
 def encode_event(job: Job) -> bytes:
-    return job_pb2.JobEvent(job=job).SerializeToString()
+    """One job's change as a JobEvents message; several of these, concatenated, are one."""
+    return job_pb2.JobEvents(jobs=[job]).SerializeToString()
 
 
-def decode_event(data: bytes) -> Job:
-    return job_pb2.JobEvent.FromString(data).job
+def decode_events(data: bytes) -> list[Job]:
+    return list(job_pb2.JobEvents.FromString(data).jobs)

@@ -57,14 +57,16 @@ return 1
 
 # Jobs' transitions, and a batch's statistics, in one call: each job is written only if its
 # status moves forward (rank = min(status, 3)), announced only if written, and counted as
-# leaving QUEUED if it was QUEUED. KEYS: finished counters, left counter, waiting set, workers
-# set, the worker's counters, batch sizes, close reasons, then each job.
+# leaving QUEUED if it was QUEUED. The written jobs' events (each a one-job JobEvents) go out
+# concatenated as one message: a batch's change costs the stream one message, not one per job.
+# KEYS: finished counters, left counter, waiting set, workers set, the worker's counters, batch
+# sizes, close reasons, then each job.
 # ARGV: ttl ms, channel, then per job: status, record, event, status name, job id; then, if a
 # batch is counted: worker, size, real tokens, padded tokens, inference ms, queue wait ms, close
 # reason. Returns 1 or 0 per job: written or not.
 TRANSITION_LUA = """
 local jobs = #KEYS - 7
-local written = {}
+local written, events = {}, {}
 for i = 1, jobs do
   local job, at = KEYS[7 + i], 3 + (i - 1) * 5
   local cur = redis.call('HGET', job, 's')
@@ -78,10 +80,11 @@ for i = 1, jobs do
     redis.call('HSET', job, 's', ARGV[at], 'd', ARGV[at + 1])
     redis.call('PEXPIRE', job, ARGV[1])
     if new >= 3 then redis.call('HINCRBY', KEYS[1], ARGV[at + 3], 1) end
-    redis.call('PUBLISH', ARGV[2], ARGV[at + 2])
+    events[#events + 1] = ARGV[at + 2]
     written[i] = 1
   end
 end
+if #events > 0 then redis.call('PUBLISH', ARGV[2], table.concat(events)) end
 local b = 3 + jobs * 5
 if ARGV[b] then
   redis.call('SADD', KEYS[4], ARGV[b])
@@ -392,7 +395,8 @@ class RedisJobStore:
                 while True:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None and message["type"] == "message":
-                        yield codec.decode_event(message["data"])
+                        for job in codec.decode_events(message["data"]):
+                            yield job
             except (RedisError, OSError) as exc:
                 log.warning("event subscription lost (%s); resubscribing in %.1fs", exc, backoff_s)
                 await asyncio.sleep(backoff_s)

@@ -68,6 +68,34 @@ async def test_concurrent_duplicate_writes_announce_once(store: RedisJobStore) -
     assert (await store.stats()).finished == {"JOB_STATUS_DONE": 1}
 
 
+async def test_a_batch_change_is_one_message_carrying_each_written_job_in_order(
+    store: RedisJobStore, store_settings: StoreSettings
+) -> None:
+    """The stream pays per message, so a batch's change is announced once: every job the call
+    wrote, in the call's order, and none it refused."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(store_settings.redis_url)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    await pubsub.subscribe(store.channel)
+    await store.create_many([job(f"b{i}", codec.QUEUED) for i in range(5)])
+    assert await store.transition(job("b2", codec.CANCELLED))
+    written = await store.transition_many([job(f"b{i}", codec.RUNNING) for i in range(5)])
+    assert written == [True, True, False, True, True]
+    messages = []
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:  # long enough for any stray message to arrive too
+        message = await pubsub.get_message(timeout=0.1)
+        if message is not None:
+            messages.append(message["data"])
+    await pubsub.aclose()  # type: ignore[no-untyped-call]
+    await client.aclose()
+    assert [[(j.job_id, j.status) for j in codec.decode_events(m)] for m in messages] == [
+        [("b2", codec.CANCELLED)],
+        [("b0", codec.RUNNING), ("b1", codec.RUNNING), ("b3", codec.RUNNING), ("b4", codec.RUNNING)],
+    ]
+
+
 async def test_unknown_jobs_are_not_created_by_a_transition(store: RedisJobStore) -> None:
     assert not await store.transition(job("ghost", codec.DONE))
     assert await store.get("ghost") is None

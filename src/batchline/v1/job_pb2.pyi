@@ -381,28 +381,31 @@ class InferenceTask(_message.Message):
 Global___InferenceTask: _TypeAlias = InferenceTask  # noqa: Y015
 
 @_typing.final
-class JobEvent(_message.Message):
-    """The message Redis pub/sub carries on every state change."""
+class JobEvents(_message.Message):
+    """The message Redis pub/sub carries: the jobs one store call moved forward (a batch's
+    RUNNING or DONE, one job's cancel), one message for all of them. One job's JobEvents is
+    the bytes of that job as field 1, so JobEvents messages concatenate into one.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    JOB_FIELD_NUMBER: _builtins.int
+    JOBS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def job(self) -> Global___Job:
-        """The job record as stored by that change."""
+    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___Job]:
+        """Each job's record as stored by that change, in the order of the call."""
 
     def __init__(
         self,
         *,
-        job: Global___Job | None = ...,
+        jobs: _abc.Iterable[Global___Job] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+Global___JobEvents: _TypeAlias = JobEvents  # noqa: Y015
 
 @_typing.final
 class SubmitOptions(_message.Message):
