@@ -87,7 +87,9 @@ class HFModel:
         self._packed: packed.PackedForward | None = None
         if settings.forward == "packed":
             if packed.supports(self.model):
-                self._packed = packed.PackedForward(self.model)
+                # Rows in groups of 16 where kernels are generated per shape (not fp32 on a CPU).
+                generated = self.dtype != torch.float32 and self.device.type == "cpu"
+                self._packed = packed.PackedForward(self.model, row_multiple=16 if generated else 1)
             else:
                 log.warning("FORWARD=packed knows DistilBERT only, not %s: padding", config.model_type)
         log.info(

@@ -10,6 +10,11 @@ rows (`tests/unit/test_models.py` compares the two); what is saved is the paddin
 the linear maps and five sixths of the last layer.
 
 Measured against the padded pass on the benchmark's sentences (`docs/benchmarks/packed-ab.md`).
+
+In bf16 and fp16 on a CPU, oneDNN generates a linear map's kernel for each number of rows it
+meets, and a batch's real tokens are a new number almost every time: so there the rows go in
+groups of `row_multiple` (16), the extra rows zeros that no sentence attends to, and the few
+row counts that remain are the ones the warm-up has run (`docs/benchmarks/row-buckets-ab.md`).
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ def supports(model: Any) -> bool:
 
 
 class PackedForward:
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, row_multiple: int = 1) -> None:
         self.model = model  # DistilBertForSequenceClassification, read by its layers' names
         config = model.config
         self.dim, self.hidden, self.heads = int(config.dim), int(config.hidden_dim), int(config.n_heads)
+        self.row_multiple = row_multiple  # the linear maps' row count is rounded up to this
 
     def __call__(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
         """Logits for each sequence of token ids (no padding given or needed)."""
@@ -38,10 +44,14 @@ class PackedForward:
         device = model.classifier.weight.device
         lengths = torch.tensor([len(s) for s in ids])
         size, longest = len(ids), int(lengths.max())
-        flat = torch.tensor([t for s in ids for t in s], device=device)
-        positions = torch.cat([torch.arange(n) for n in lengths.tolist()]).to(device)
+        tokens = int(lengths.sum())
+        extra = -tokens % self.row_multiple  # rows that only round the count up
+        flat = torch.tensor([t for s in ids for t in s] + [0] * extra, device=device)
+        positions = torch.cat([torch.arange(n) for n in [*lengths.tolist(), extra]]).to(device)
         real = torch.arange(longest)[None, :] < lengths[:, None]  # (size, longest)
-        rows = real.flatten().nonzero().squeeze(1).to(device)  # each real token's padded row
+        # Each row's place in the padded layout; the extra rows all go to one spare place past it.
+        spare = size * longest
+        rows = torch.cat([real.flatten().nonzero().squeeze(1), torch.full((extra,), spare)]).to(device)
         first = (torch.cumsum(lengths, 0) - lengths).to(device)  # each [CLS] among the real
         attend = real.to(device)[:, None, None, :]
 
@@ -49,9 +59,12 @@ class PackedForward:
             return t.view(size, rows_each, self.heads, -1).transpose(1, 2)
 
         def padded(t: torch.Tensor) -> torch.Tensor:
-            out = t.new_zeros(size * longest, self.dim)
+            out = t.new_zeros(spare + 1, self.dim)
             out[rows] = t
-            return heads(out, longest)
+            return heads(out[:spare], longest)
+
+        def packed(t: torch.Tensor) -> torch.Tensor:  # the padded layout back to the rows
+            return t[rows] if not extra else torch.cat([t, t.new_zeros(1, self.dim)])[rows]
 
         embeddings = model.distilbert.embeddings
         x = embeddings.LayerNorm(embeddings.word_embeddings(flat) + embeddings.position_embeddings(positions))
@@ -67,7 +80,7 @@ class PackedForward:
                 queries, keys, values, attn_mask=attend, scale=attention.scaling
             )
             mixed = mixed.transpose(1, 2).reshape(-1, self.dim)
-            x = layer.sa_layer_norm(attention.out_lin(mixed if last else mixed[rows]) + x)
+            x = layer.sa_layer_norm(attention.out_lin(mixed if last else packed(mixed)) + x)
             ffn = layer.ffn
             x = layer.output_layer_norm(ffn.lin2(ffn.activation(ffn.lin1(x))) + x)
         logits: torch.Tensor = model.classifier(torch.relu(model.pre_classifier(x)))

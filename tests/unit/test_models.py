@@ -8,6 +8,7 @@ import torch
 
 from batcher.hf import HFModel, weights_available
 from batcher.model import Encoded, load_model, predict_texts
+from batcher.packed import PackedForward
 from batcher.settings import ModelSettings
 from batcher.simulated import SimulatedModel, count_tokens
 
@@ -104,6 +105,20 @@ def test_the_packed_pass_computes_what_the_padded_pass_computes(tiny_distilbert:
     assert (reference.max(0).values - reference.min(0).values).min() > 0.1  # the inputs tell apart
     torch.testing.assert_close(together, reference, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(alone, together, atol=1e-5, rtol=1e-4)  # no token sees another sentence
+    # Rows rounded up to 16 (as in bf16 on a CPU): the same logits, and every linear map sees a
+    # multiple of 16 rows but the last layer's, which reads the [CLS] rows only.
+    bucketed = PackedForward(packed.model, row_multiple=16)
+    seen: list[int] = []
+    hook = packed.model.distilbert.transformer.layer[0].attention.k_lin.register_forward_hook(
+        lambda _module, inputs, _output: seen.append(inputs[0].shape[0])
+    )
+    with torch.inference_mode():
+        rounded = bucketed([e.ids for e in batch])
+        rounded_alone = torch.cat([bucketed([e.ids]) for e in batch])
+    hook.remove()
+    assert sum(e.tokens for e in batch) % 16 and all(rows % 16 == 0 for rows in seen)
+    torch.testing.assert_close(rounded, together, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(rounded_alone, together, atol=1e-5, rtol=1e-4)
     out = packed.predict(batch)
     assert out.padded_tokens == len(batch) * 32 and out.real_tokens == sum(e.tokens for e in batch)
     # What the batcher fits the pass time to: real tokens, plus the padded attention's small share.
