@@ -1,0 +1,42 @@
+"""The ingress target's scenario (Submit at 2,000/s open loop for 30 s, no batcher), with each
+second of the run on its own: that second's p99 and slowest Submit, in ms, as `second:p99/max`.
+
+    PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/ingress-seconds/seconds.py [runs]
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from dataclasses import replace
+
+from bench import stack, suite
+from bench.load import runner
+
+
+def main() -> None:
+    for run_number in range(int(sys.argv[1]) if len(sys.argv) > 1 else 1):
+        with stack.start("local", suite.HOLD_ALL, batchers=0) as targets:
+            warm = suite.submit("warm", host=targets.ingress, rps=200, duration=1.0, progress=False)
+            runner.run(runner.make_plan(warm.validate(), suite.PROTOSET.read_bytes()))
+            options = suite.submit("ingress-direct", rps=2000, duration=30, concurrency=1000)
+            report = runner.run(
+                runner.make_plan(
+                    replace(options, host=targets.ingress).validate(), suite.PROTOSET.read_bytes()
+                )
+            )
+        seconds: dict[int, list[float]] = {}
+        for detail in report["details"]:
+            sent = datetime.datetime.fromisoformat(detail["timestamp"][:26].rstrip("Z")).timestamp()
+            seconds.setdefault(int(sent), []).append(detail["latency"] / 1e6)
+        first = min(seconds)
+        cells = []
+        for second in sorted(seconds):
+            ordered = sorted(seconds[second])
+            cells.append(f"{second - first}:{ordered[int(0.99 * (len(ordered) - 1))]:.0f}/{ordered[-1]:.0f}")
+        print(f"run {run_number + 1}: p99 {suite.percentile(report, 99):.1f} ms")
+        print("  " + " ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
