@@ -49,9 +49,10 @@ class PackedForward:
         flat = torch.tensor([t for s in ids for t in s] + [0] * extra, device=device)
         positions = torch.cat([torch.arange(n) for n in [*lengths.tolist(), extra]]).to(device)
         real = torch.arange(longest)[None, :] < lengths[:, None]  # (size, longest)
-        # Each row's place in the padded layout; the extra rows all go to one spare place past it.
-        spare = size * longest
-        rows = torch.cat([real.flatten().nonzero().squeeze(1), torch.full((extra,), spare)]).to(device)
+        rows = real.flatten().nonzero().squeeze(1)  # each real token's place in the padded layout
+        spare = size * longest  # where the extra rows are scattered to: one place past the layout
+        scatter_to = torch.cat([rows, torch.full((extra,), spare)]).to(device)
+        gather_from = torch.cat([rows, torch.zeros(extra, dtype=rows.dtype)]).to(device)  # extra: any
         first = (torch.cumsum(lengths, 0) - lengths).to(device)  # each [CLS] among the real
         attend = real.to(device)[:, None, None, :]
 
@@ -60,11 +61,8 @@ class PackedForward:
 
         def padded(t: torch.Tensor) -> torch.Tensor:
             out = t.new_zeros(spare + 1, self.dim)
-            out[rows] = t
+            out[scatter_to] = t
             return heads(out[:spare], longest)
-
-        def packed(t: torch.Tensor) -> torch.Tensor:  # the padded layout back to the rows
-            return t[rows] if not extra else torch.cat([t, t.new_zeros(1, self.dim)])[rows]
 
         embeddings = model.distilbert.embeddings
         x = embeddings.LayerNorm(embeddings.word_embeddings(flat) + embeddings.position_embeddings(positions))
@@ -80,7 +78,7 @@ class PackedForward:
                 queries, keys, values, attn_mask=attend, scale=attention.scaling
             )
             mixed = mixed.transpose(1, 2).reshape(-1, self.dim)
-            x = layer.sa_layer_norm(attention.out_lin(mixed if last else packed(mixed)) + x)
+            x = layer.sa_layer_norm(attention.out_lin(mixed if last else mixed[gather_from]) + x)
             ffn = layer.ffn
             x = layer.output_layer_norm(ffn.lin2(ffn.activation(ffn.lin1(x))) + x)
         logits: torch.Tensor = model.classifier(torch.relu(model.pre_classifier(x)))
