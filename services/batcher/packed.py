@@ -13,8 +13,9 @@ Measured against the padded pass on the benchmark's sentences (`docs/benchmarks/
 
 In bf16 and fp16 on a CPU, oneDNN generates a linear map's kernel for each number of rows it
 meets, and a batch's real tokens are a new number almost every time: so there the rows go in
-groups of `row_multiple` (16), the extra rows zeros that no sentence attends to, and the few
-row counts that remain are the ones the warm-up has run (`docs/benchmarks/row-buckets-ab.md`).
+groups of `row_multiple` (16), the extra rows token 0 at no sentence's place (nothing attends
+to them, nothing reads them back), and the few row counts that remain are the ones the
+warm-up has run (`docs/benchmarks/row-buckets-ab.md`).
 """
 
 from __future__ import annotations

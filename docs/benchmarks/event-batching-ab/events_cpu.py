@@ -17,12 +17,16 @@ import asyncio
 import sys
 import time
 import uuid
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from batchline.v1.job_pb2 import Job
 
 BATCHES, SIZE = 400, 16
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-def jobs(status: int) -> list[list[object]]:
+def jobs(status: int) -> list[list[Job]]:
     from batchline.v1 import job_pb2
 
     result = job_pb2.Result(label="POSITIVE", score=0.9)
@@ -37,9 +41,9 @@ async def write(prefix: str) -> None:
     from batchline.redis_store import RedisJobStore
     from batchline.settings import StoreSettings
 
-    store = RedisJobStore(StoreSettings(redis_url=REDIS_URL, key_prefix=prefix))
+    store = RedisJobStore(StoreSettings(redis_url=REDIS_URL, key_prefix=prefix, job_ttl_s=60))
     for batch in jobs(codec.DONE):
-        await store.transition_many(batch)  # type: ignore[arg-type]
+        await store.transition_many(batch)
     await store.close()
 
 
@@ -51,8 +55,8 @@ async def read() -> None:
     from batchline.settings import StoreSettings
 
     prefix = f"events-cpu-{uuid.uuid4().hex[:8]}:"
-    store = RedisJobStore(StoreSettings(redis_url=REDIS_URL, key_prefix=prefix))
-    await store.create_many([job for batch in jobs(codec.QUEUED) for job in batch])  # type: ignore[misc]
+    store = RedisJobStore(StoreSettings(redis_url=REDIS_URL, key_prefix=prefix, job_ttl_s=60))
+    await store.create_many([job for batch in jobs(codec.QUEUED) for job in batch])
     subscribed = asyncio.Event()
 
     async def on_subscribed() -> None:
