@@ -45,23 +45,52 @@ def sentences(n: int, seed: int) -> list[str]:
 
 def build_model(path: Path = MODEL_DIR) -> Path:
     """A DistilBERT with the real architecture and size and random weights, with a WordPiece
-    vocabulary in which every benchmark word is one token. Built once, reused."""
-    if (path / "config.json").exists():
+    vocabulary in which every benchmark word is one token. Built once, reused; a directory
+    whose tokenizer does not know the benchmark's words is rebuilt."""
+    if (path / "config.json").exists() and _knows_every_word(path):
         return path
-    from transformers import DistilBertConfig, DistilBertForSequenceClassification, DistilBertTokenizerFast
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
-    path.mkdir(parents=True, exist_ok=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *PUNCTUATION, *sorted(set(WORDS))]
-    vocab += [f"[unused{i}]" for i in range(30522 - len(vocab))]
-    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = DistilBertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True)
-    tokenizer.model_max_length = 512
-    tokenizer.save_pretrained(path)
+    build_tokenizer(path)
     config = DistilBertConfig(num_labels=2, id2label=LABELS, label2id={v: k for k, v in LABELS.items()})  # type: ignore[call-arg]
     model = DistilBertForSequenceClassification(config)
     model.eval()  # type: ignore[no-untyped-call]
     model.save_pretrained(path)
     return path
+
+
+def build_tokenizer(path: Path) -> None:
+    """The benchmark model's tokenizer files at `path`: BERT's 30,522-entry vocabulary size,
+    holding every benchmark word, so a review tokenizes as a real model's would."""
+    from transformers import AutoTokenizer
+
+    path.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *PUNCTUATION, *sorted(set(WORDS))]
+    vocab += [f"[unused{i}]" for i in range(30522 - len(vocab))]
+    for stale in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (path / stale).unlink(missing_ok=True)
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    # From the directory, as a saved BERT vocabulary loads: built with `vocab_file=` the fast
+    # tokenizer held only the 5 special tokens (transformers 5), and every word was [UNK].
+    tokenizer = AutoTokenizer.from_pretrained(str(path), tokenizer_type="distilbert", do_lower_case=True)
+    tokenizer.model_max_length = 512
+    tokenizer.save_pretrained(path)
+    if not _knows_every_word(path):
+        raise RuntimeError(f"the benchmark tokenizer at {path} does not know the benchmark's words")
+
+
+def _knows_every_word(path: Path) -> bool:
+    """Whether the tokenizer saved at `path` makes each benchmark word one token of its own."""
+    from tokenizers import Tokenizer
+
+    if not (path / "tokenizer.json").is_file():
+        return False
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    unknown = tokenizer.token_to_id("[UNK]")
+    return all(
+        len(ids := tokenizer.encode(word, add_special_tokens=False).ids) == 1 and ids[0] != unknown
+        for word in WORDS
+    )
 
 
 def warm_model(path: Path, precision: str, threads: int) -> tuple[Any, list[Any]]:

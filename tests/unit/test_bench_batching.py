@@ -19,6 +19,27 @@ def test_sentences_are_review_like_and_reproducible() -> None:
     assert 12 <= sum(words) / len(words) <= 23
 
 
+def test_the_benchmark_tokenizer_knows_every_word_and_a_broken_one_is_rebuilt(tmp_path: Path) -> None:
+    """A review tokenizes as with a real vocabulary: one token per word or mark, no [UNK]
+    (built with `vocab_file=`, the tokenizer held only the special tokens: every word [UNK])."""
+    from tokenizers import Tokenizer
+
+    workload.build_tokenizer(tmp_path)
+    tokenizer = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    assert tokenizer.get_vocab_size() == 30522
+    review = "the food was good, really!"
+    encoded = tokenizer.encode(review)
+    assert encoded.tokens == ["[CLS]", "the", "food", "was", "good", ",", "really", "!", "[SEP]"]
+    for text in workload.sentences(50, seed=4):
+        assert tokenizer.token_to_id("[UNK]") not in tokenizer.encode(text).ids
+
+    broken = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    specials = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3}
+    broken.model = type(broken.model)(vocab=specials, unk_token="[UNK]")
+    broken.save(str(tmp_path / "tokenizer.json"))
+    assert not workload._knows_every_word(tmp_path)  # build_model rebuilds such a directory
+
+
 def run(config: str, load: float, p99: float) -> dict[str, Any]:
     return {
         "config": config,
