@@ -15,6 +15,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never fetch at run time
 
+import tokenizers
 import torch
 import transformers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -38,6 +39,21 @@ def weights_available(settings: ModelSettings) -> bool:
     except Exception:
         return False
     return isinstance(found, str)
+
+
+def bare_rust_tokenizer(tokenizer: object) -> tokenizers.Tokenizer | None:
+    """The fast tokenizer's own Rust tokenizer, with no truncation or padding of its own, or
+    None for a tokenizer that has none. Called directly it gives the ids the transformers call
+    gives for 38% less CPU (a benchmark review: 50 against 81 us, docs/benchmarks/tokenize/),
+    spent on the event loop once per job; one text at a time, since `encode_batch` hands the
+    texts to a thread pool that competes with the model's threads."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if not isinstance(backend, tokenizers.Tokenizer):
+        return None
+    bare = tokenizers.Tokenizer.from_str(backend.to_str())  # a copy: transformers keeps its own settings
+    bare.no_truncation()
+    bare.no_padding()
+    return bare
 
 
 def resolve_device(name: str) -> torch.device:
@@ -75,6 +91,7 @@ class HFModel:
         # Each lane's thread sets its own count (PyTorch's intra-op setting is per thread).
         self.threads = torch.get_num_threads() if self.device.type == "cpu" else 0
         self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+        self._rust_tokenizer = bare_rust_tokenizer(self.tokenizer)
         model = AutoModelForSequenceClassification.from_pretrained(source, local_files_only=True)
         self.model = model.to(device=self.device).eval()
         self._in_precision = self.dtype == torch.float32  # else converted on first use
@@ -104,9 +121,10 @@ class HFModel:
         )
 
     def encode(self, texts: Sequence[str]) -> list[Encoded]:
-        ids: list[list[int]] = self.tokenizer(list(texts), add_special_tokens=True, truncation=False)[
-            "input_ids"
-        ]
+        if self._rust_tokenizer is not None:
+            ids = [self._rust_tokenizer.encode(text).ids for text in texts]
+        else:
+            ids = self.tokenizer(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
         encoded = []
         for text, seq in zip(texts, ids, strict=True):
             truncated = len(seq) > self.max_length

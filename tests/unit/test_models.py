@@ -82,6 +82,17 @@ def test_tokenized_once_encoding_carries_length_and_truncation(tiny_distilbert: 
     assert long.ids[-1] == model.sep_id
 
 
+def test_encoding_gives_the_ids_the_transformers_tokenizer_gives(tiny_distilbert: Path) -> None:
+    """The Rust tokenizer called directly (the fast path) against the transformers call."""
+    model = HFModel(ModelSettings(backend="hf", model_path=str(tiny_distilbert), device="cpu"))
+    texts = [*TEXTS, "Great MOVIE!!", "good " * 100, "zzz qqq", "  the  film  "]
+    expected = model.tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
+    assert model._rust_tokenizer is not None
+    for text, seq, encoded in zip(texts, expected, model.encode(texts), strict=True):
+        cut = seq if len(seq) <= model.max_length else [*seq[: model.max_length - 1], model.sep_id]
+        assert list(encoded.ids) == cut, text
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_packed_pass_computes_what_the_padded_pass_computes(tiny_distilbert: Path, device: str) -> None:
     def model(forward: str) -> HFModel:
