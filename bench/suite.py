@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import machine, stack
+from bench import floor, machine, stack
 from bench.load import runner
 from bench.load.options import Options
 
@@ -88,7 +88,10 @@ def command_line(options: Options) -> str:
         parts.append(f"--protocol {options.protocol}")
     if options.e2e:
         parts.append(("--e2e" if options.e2e == "watch" else "--e2e-poll") + " --stream-host <stream>")
-    parts.append("<ingress>" if options.name.endswith("direct") else "<envoy>")
+    if options.name == "floor":
+        parts.append("<python -m bench.floor>")
+    else:
+        parts.append("<ingress>" if options.name.endswith("direct") else "<envoy>")
     return " ".join(parts)
 
 
@@ -96,12 +99,24 @@ def measure(options: Options, env: dict[str, str], batchers: int = 0, via: str =
     """One harness run on a fresh stack; the ghz report without per-request details."""
     with stack.start("local", env, batchers=batchers) as targets:
         host = targets.ingress if via == "direct" else targets.edge
-        warm = submit("warm", host=host, rps=200, duration=1.0, progress=False)
-        runner.run(runner.make_plan(warm.validate(), PROTOSET.read_bytes()))
         run = replace(options, host=host, stream_host=targets.stream if via == "direct" else "")
-        cpu_before = {name: stack.cpu_seconds(pids) for name, pids in targets.pids.items()}
-        result = runner.run(runner.make_plan(run.validate(), PROTOSET.read_bytes()))
-        cpu = {name: stack.cpu_seconds(pids) - cpu_before[name] for name, pids in targets.pids.items()}
+        return _run(run, targets.pids)
+
+
+def measure_floor(options: Options) -> dict[str, Any]:
+    """The same run against a Submit that does no work (bench.floor): what gRPC and the load
+    generator alone cost at that load on this machine, the floor under the ingress's numbers."""
+    with floor.serving() as (host, pid):
+        return _run(replace(options, host=host, name="floor"), {"server": [pid]})
+
+
+def _run(options: Options, pids: dict[str, list[int]]) -> dict[str, Any]:
+    """Warm `options.host` for 1 s, then run `options`, counting each process's CPU."""
+    warm = submit("warm", host=options.host, rps=200, duration=1.0, progress=False)
+    runner.run(runner.make_plan(warm.validate(), PROTOSET.read_bytes()))
+    cpu_before = {name: stack.cpu_seconds(ids) for name, ids in pids.items()}
+    result = runner.run(runner.make_plan(options.validate(), PROTOSET.read_bytes()))
+    cpu = {name: stack.cpu_seconds(ids) - cpu_before[name] for name, ids in pids.items()}
     cpu["load generator"] = result["batchline"]["generatorCpuS"]
     result.pop("details", None)
     result["batchline"]["command"] = command_line(options)
@@ -128,8 +143,10 @@ def accepted(report: dict[str, Any]) -> float:
 
 
 def run_all(profile: Profile) -> dict[str, Any]:
-    results: dict[str, Any] = {"ingress": [], "batch": [], "pipeline": [], "protocols": [], "sweep": []}
-    steps = profile.repeats * (2 + 1 + len(PROTOCOLS)) + 2 * len(profile.sweep)
+    results: dict[str, Any] = {
+        "ingress": [], "floor": [], "batch": [], "pipeline": [], "protocols": [], "sweep": []
+    }  # fmt: skip
+    steps = profile.repeats * (3 + 1 + len(PROTOCOLS)) + 2 * len(profile.sweep)
     step = 0
 
     def next_step(what: str) -> None:
@@ -145,6 +162,8 @@ def run_all(profile: Profile) -> dict[str, Any]:
         )
         options = submit("ingress-direct", rps=INGRESS_RPS, duration=profile.duration_s, concurrency=1000)
         results["ingress"].append(measure(options, HOLD_ALL))
+        next_step(f"the floor: the same load against a Submit that does no work ({tag})")
+        results["floor"].append(measure_floor(options))
 
         next_step(f"ingress: SubmitBatch of 64, 8 callers for {profile.duration_s:g}s ({tag})")
         options = replace(
@@ -201,6 +220,18 @@ def cpu_per_job(reports: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+def open_loop(reports: list[dict[str, Any]]) -> dict[str, float]:
+    """Medians over open-loop Submit runs at the ingress target's rate."""
+    return {
+        "offered_rps": INGRESS_RPS,
+        "achieved_rps": median([r["count"] / (r["total"] / 1e9) for r in reports]),
+        "accepted": median([accepted(r) for r in reports]),
+        "p50_ms": median([percentile(r, 50) for r in reports]),
+        "p99_ms": median([percentile(r, 99) for r in reports]),
+        "send_lag_p99_ms": median([r["batchline"]["sendLagMs"]["p99"] for r in reports]),
+    }
+
+
 def summarize(results: dict[str, Any]) -> dict[str, Any]:
     ingress = results["ingress"]
     batch = results["batch"]
@@ -209,15 +240,10 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     for report in results["protocols"]:
         by_protocol.setdefault(report["name"].removeprefix("saturation-"), []).append(report)
     native = median([r["rps"] for r in by_protocol.get("grpc-direct", [])])
+    floor_runs = results.get("floor", [])  # reports from before the floor was measured have none
     return {
-        "ingress": {
-            "offered_rps": INGRESS_RPS,
-            "achieved_rps": median([r["count"] / (r["total"] / 1e9) for r in ingress]),
-            "accepted": median([accepted(r) for r in ingress]),
-            "p50_ms": median([percentile(r, 50) for r in ingress]),
-            "p99_ms": median([percentile(r, 99) for r in ingress]),
-            "send_lag_p99_ms": median([r["batchline"]["sendLagMs"]["p99"] for r in ingress]),
-        },
+        "ingress": open_loop(ingress),
+        **({"floor": open_loop(floor_runs)} if floor_runs else {}),
         "batch": {
             "calls_rps": median([r["rps"] for r in batch]),
             "jobs_rps": median([r["rps"] * 64 * accepted(r) for r in batch]),
@@ -241,6 +267,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         },
         "cpu_ms_per_job": {
             f"ingress {INGRESS_RPS}/s": cpu_per_job(ingress),
+            **({f"the floor {INGRESS_RPS}/s": cpu_per_job(floor_runs)} if floor_runs else {}),
             "SubmitBatch": cpu_per_job(batch),
             f"pipeline {PIPELINE_OFFERED_RPS}/s e2e": cpu_per_job(results["pipeline"]),
             **{f"saturation {name}": cpu_per_job(reports) for name, reports in by_protocol.items()},
@@ -282,6 +309,8 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
     i, b, p, protocols = summary["ingress"], summary["batch"], summary["pipeline"], summary["protocols"]
 
     ok = verdicts(summary)
+    floor_run = summary.get("floor")  # none in reports from before the floor was measured
+    floor_note = f" (the floor, no work: {_f(floor_run['p99_ms'])} ms)" if floor_run else ""
 
     def verdict(met: bool) -> str:
         return "met" if met else "**missed**"
@@ -302,7 +331,7 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "|---|---|---|",
         f"| ingress: 2,000 Submit/s for {profile.duration_s:g} s, 100% accepted, p99 ≤ 20 ms "
         f"(open loop, gRPC direct) | {_f(i['achieved_rps'], 0)}/s achieved, {i['accepted']:.1%} accepted, "
-        f"p99 {_f(i['p99_ms'])} ms | {verdict(ok['ingress'])} |",
+        f"p99 {_f(i['p99_ms'])} ms{floor_note} | {verdict(ok['ingress'])} |",
         f"| ingress: ≥ 10,000 jobs/s via SubmitBatch of 64 | {_f(b['jobs_rps'], 0)} jobs/s "
         f"({_f(b['calls_rps'], 0)} calls/s, {b['accepted']:.1%} accepted) | {verdict(ok['batch'])} |",
         f"| pipeline: ≥ {p['target_rps']:,} jobs/s submit → DONE seen by a watcher, none lost "
@@ -321,11 +350,21 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "## Ingress: Submit at 2,000/s, open loop",
         "",
         "No batcher consumes, so the queue holds every job (bound raised to 1,000,000): the ingress alone.",
+        "Beside it, in each repeat, the same load against the floor: a Submit that does no work on a",
+        "bare grpc.aio server (`python -m bench.floor`), what gRPC and the load generator alone cost",
+        "here. A floor p99 over 20 ms means no Python gRPC server meets the target on this machine",
+        "([`grpc-floor.md`](grpc-floor.md)).",
         "",
-        "| achieved/s | accepted | p50 ms | p99 ms | send lag p99 ms |",
-        "|---|---|---|---|---|",
-        f"| {_f(i['achieved_rps'], 0)} | {i['accepted']:.2%} | {_f(i['p50_ms'])} | {_f(i['p99_ms'])} "
-        f"| {_f(i['send_lag_p99_ms'])} |",
+        "| server | achieved/s | accepted | p50 ms | p99 ms | send lag p99 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in (("ingress", i), ("the floor: no work", floor_run)):
+        if row:
+            lines.append(
+                f"| {name} | {_f(row['achieved_rps'], 0)} | {row['accepted']:.2%} | {_f(row['p50_ms'])} "
+                f"| {_f(row['p99_ms'])} | {_f(row['send_lag_p99_ms'])} |"
+            )
+    lines += [
         "",
         f"## Pipeline: Submit at {p['offered_rps']:,}/s, each job watched until DONE",
         "",
@@ -396,8 +435,8 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "",
     ]
     seen = set()
-    for group in ("ingress", "batch", "pipeline", "protocols", "sweep"):
-        for report in results[group]:
+    for group in ("ingress", "floor", "batch", "pipeline", "protocols", "sweep"):
+        for report in results.get(group, []):
             command = report["batchline"]["command"]
             if command not in seen:
                 seen.add(command)

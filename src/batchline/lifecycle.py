@@ -32,6 +32,13 @@ log = logging.getLogger(__name__)
 # Largest request or response a server takes: a SubmitBatch of 256 x 2000-character texts
 # (up to 4 bytes a character) fits with room; anything larger is refused by gRPC itself.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# Every Batchline gRPC server's options. No SO_REUSEPORT: a second server on a taken port fails
+# to start instead of sharing it unnoticed.
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+]
 
 # A task that outlives its call or stream shows up here as growth under a steady load (the soak).
 TASKS = Gauge(
@@ -64,12 +71,7 @@ class GrpcServer:
         """Serve `service_names` (health reports each); reflection lists them plus `describe`.
         With `keys`, every call of a batchline service must present one of them."""
         self.server = aio.server(
-            interceptors=[ErrorInterceptor(functools.partial(access.admit, keys))],
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-            ],
+            interceptors=[ErrorInterceptor(functools.partial(access.admit, keys))], options=SERVER_OPTIONS
         )
         self.health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -5,6 +5,7 @@ Small, bounded loads to 127.0.0.1 only."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
+from batchline import codec
 from batchline.v1 import inference_pb2
 from bench import stack
 from tests.conftest import ROOT
@@ -149,3 +151,33 @@ def test_a_service_that_exits_at_start_up_fails_the_stack_at_once() -> None:
     failed = pytest.raises(RuntimeError, match=r"the batcher exited with \d+ before SERVING")
     with failed, stack.start("local", env, batchers=1, envoy=False):
         pass
+
+
+@pytest.mark.timeout(90)
+def test_the_floor_answers_submit_as_the_ingress_does_and_is_measured_as_the_ingress_is() -> None:
+    """bench.floor: a Submit with no work behind it, shaped as the ingress's answer; the suite's
+    floor run measures it with the ingress target's options and counts its CPU."""
+    from bench import floor, suite
+
+    with floor.serving() as (host, pid):
+        with grpc.insecure_channel(host) as channel:
+            submit = channel.unary_unary(
+                "/batchline.v1.InferenceService/Submit",
+                request_serializer=inference_pb2.SubmitRequest.SerializeToString,
+                response_deserializer=inference_pb2.SubmitResponse.FromString,
+            )
+            answer = submit(inference_pb2.SubmitRequest(text="I loved it"), timeout=5)
+            get = channel.unary_unary("/batchline.v1.InferenceService/GetJob", None, None)
+            with pytest.raises(grpc.RpcError) as refused:
+                get(b"", timeout=5)
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED  # the floor serves Submit only
+    assert answer.status == codec.QUEUED
+    assert answer.watch_url == f"/v1/jobs/{answer.job_id}:watch" and len(answer.job_id) == 36
+    with pytest.raises(ProcessLookupError):  # the context stopped its process
+        os.kill(pid, 0)
+
+    report = suite.measure_floor(suite.submit("ingress-direct", rps=200, duration=1.0, progress=False))
+    assert report["name"] == "floor" and report["count"] == 200
+    assert report["statusCodeDistribution"] == {"OK": 200}
+    assert report["batchline"]["cpuS"]["server"] > 0
+    assert report["batchline"]["command"].endswith("<python -m bench.floor>")

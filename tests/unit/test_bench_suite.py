@@ -43,3 +43,57 @@ def test_the_ingress_and_edge_verdicts_follow_their_bounds() -> None:
     assert suite.verdicts(summary(1000.0, rest=0.7))["rest-envoy"]
     assert not suite.verdicts(summary(1000.0, rest=0.69))["rest-envoy"]
     assert "grpc-web-envoy" not in suite.verdicts(summary(1000.0))
+
+
+def full_summary(floor_p99: float | None) -> dict[str, Any]:
+    """A summary with every number the report prints; the floor's only when it was measured."""
+    run = {
+        "offered_rps": 2000,
+        "achieved_rps": 1990.0,
+        "accepted": 1.0,
+        "p50_ms": 4.0,
+        "send_lag_p99_ms": 1.0,
+    }
+    pipeline = dict.fromkeys(
+        [
+            "accepted",
+            "done",
+            "done_rps",
+            "rewatches",
+            "e2e_p50_ms",
+            "e2e_p99_ms",
+            "queue_wait_p50_ms",
+            "mean_batch",
+        ],
+        1.0,
+    )
+    floor = {"floor": {**run, "p99_ms": floor_p99}} if floor_p99 is not None else {}
+    return {
+        "ingress": {**run, "p99_ms": 25.0},
+        **floor,
+        "batch": {"jobs_rps": 12_000.0, "calls_rps": 190.0, "accepted": 1.0},
+        "pipeline": {**pipeline, "offered_rps": 1100, "target_rps": 1000, "lost": 0},
+        "protocols": {
+            "grpc-direct": {"rps": 900.0, "vs_native": 1.0, "p50_ms": 1.0, "p99_ms": 2.0, "accepted": 1.0}
+        },
+        "cpu_ms_per_job": {"ingress 2000/s": {"ingress": 0.4}},
+    }
+
+
+def report_text(summary: dict[str, Any]) -> str:
+    meta = {"command": "python -m bench.suite", "when": "now", "machine": "a CPU", "cpus": 2}
+    results: dict[str, list[dict[str, Any]]] = {"sweep": []}
+    return suite.markdown(suite.QUICK, summary, results, meta)
+
+
+def test_the_report_sets_the_floor_beside_the_ingress() -> None:
+    text = report_text(full_summary(floor_p99=31.5))
+    assert "p99 25.0 ms (the floor, no work: 31.5 ms) | **missed**" in text
+    assert "| ingress | 1,990 | 100.00% | 4.0 | 25.0 | 1.0 |" in text
+    assert "| the floor: no work | 1,990 | 100.00% | 4.0 | 31.5 | 1.0 |" in text
+
+
+def test_a_report_without_a_floor_measurement_leaves_it_out() -> None:
+    text = report_text(full_summary(floor_p99=None))
+    assert "the floor, no work" not in text and "| the floor: no work |" not in text
+    assert "| ingress | 1,990 |" in text
