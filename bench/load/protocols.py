@@ -232,6 +232,7 @@ class Followed(NamedTuple):
 class Caller(Protocol):
     async def call(self, data: dict[str, Any], payload: bytes) -> Outcome: ...
     async def follow(self, job_id: str, poll: bool) -> Followed: ...
+    async def get_job(self, job_id: str) -> job_pb2.Job | None: ...
     async def close(self) -> None: ...
 
 
@@ -281,14 +282,18 @@ class GrpcCaller:
             return Outcome(exc.code().value[0], exc.details() or "")
         return Outcome(0, "", self._output.FromString(raw))
 
+    async def get_job(self, job_id: str) -> job_pb2.Job | None:
+        reply: inference_pb2.GetJobResponse = await self._get(
+            inference_pb2.GetJobRequest(job_id=job_id), timeout=self._timeout
+        )
+        return reply.job
+
     async def follow(self, job_id: str, poll: bool) -> Followed:
         if poll:
             while True:
-                reply: inference_pb2.GetJobResponse = await self._get(
-                    inference_pb2.GetJobRequest(job_id=job_id), timeout=self._timeout
-                )
-                if reply.job.status in TERMINAL:
-                    return Followed(reply.job)
+                job = await self.get_job(job_id)
+                if job is not None and job.status in TERMINAL:
+                    return Followed(job)
                 await asyncio.sleep(0.005)
         last: job_pb2.Job | None = None
         rewatches = 0
@@ -364,7 +369,7 @@ class HttpCaller:
     async def _follow(self, job_id: str, poll: bool) -> job_pb2.Job | None:
         if poll:
             while True:
-                job = await self._get_job(job_id)
+                job = await self.get_job(job_id)
                 if job is None or job.status in TERMINAL:
                     return job
                 await asyncio.sleep(0.005)
@@ -388,7 +393,7 @@ class HttpCaller:
                         return event.job
         return None
 
-    async def _get_job(self, job_id: str) -> job_pb2.Job | None:
+    async def get_job(self, job_id: str) -> job_pb2.Job | None:
         if self._web:
             payload = inference_pb2.GetJobRequest(job_id=job_id).SerializeToString()
             outcome = await self._grpc_web(GET_JOB_PATH, payload, inference_pb2.GetJobResponse)

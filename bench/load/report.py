@@ -36,6 +36,7 @@ class Record(NamedTuple):
     batch_size: int | None = None
     follow_error: str = ""  # why following the job failed (--e2e), if it did
     rewatches: int = 0  # watches of the job the server ended early and that were re-opened
+    late_status: str = ""  # a job not seen to its end within -t: its status at a later look, if terminal
 
 
 def go_time(unix: float, seconds_only: bool = False) -> str:
@@ -164,6 +165,10 @@ def beyond_ghz(records: list[Record], options: Options, total_s: float) -> dict[
             "failed": sum(r.job_status == "FAILED" for r in accepted),
             "cancelled": sum(r.job_status == "CANCELLED" for r in accepted),
             "unfinished": sum(r.job_status == "" for r in accepted),
+            # Of those, the ones a later look (after the run, bounded by -t again) found finished,
+            # and the ones it did not: jobs the system left unfinished.
+            "finishedLate": sum(r.job_status == "" and r.late_status != "" for r in accepted),
+            "neverFinished": sum(r.job_status == "" and r.late_status == "" for r in accepted),
             "followErrors": dict(Counter(r.follow_error for r in accepted if r.follow_error)),
             "rewatches": sum(r.rewatches for r in accepted),
             "doneRps": len(done) / total_s if total_s > 0 else 0.0,
@@ -226,7 +231,8 @@ def summary(report: dict[str, Any]) -> str:
         lines += [
             "",
             f"End to end ({e2e['mode']}): {e2e['done']} DONE of {e2e['accepted']} accepted, "
-            f"{e2e['failed']} failed, {e2e['cancelled']} cancelled, {e2e['unfinished']} unfinished; "
+            f"{e2e['failed']} failed, {e2e['cancelled']} cancelled, {e2e['unfinished']} not seen to "
+            f"their end within -t ({e2e['finishedLate']} finished later, {e2e['neverFinished']} never); "
             f"{e2e['doneRps']:.1f} done/s; {e2e.get('rewatches', 0)} watches re-opened after a shed",
         ]
         if lat:

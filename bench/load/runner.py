@@ -27,10 +27,11 @@ from typing import Any
 from google.protobuf import json_format
 
 from batchline.lifecycle import freeze_startup_heap, run_service
+from batchline.v1 import job_pb2
 from bench.load import report, schedule
 from bench.load.calldata import CallData
 from bench.load.options import OptionError, Options
-from bench.load.protocols import GrpcCaller, Outcome, load_method, make_caller
+from bench.load.protocols import TERMINAL, GrpcCaller, Outcome, load_method, make_caller
 from bench.load.report import Record
 
 # Requests per second to plan per load-generator process. One process reached 2,200-2,500
@@ -39,6 +40,10 @@ from bench.load.report import Record
 PER_PROCESS_RPS = 2000
 LAG_WARN_MS = 5.0
 STOPPED = "grpc: the client connection is closing"
+# A job not seen to its end within -t is looked up again after the run, this often, for as long
+# as -t again (this long without -t).
+LOOK_AGAIN_EVERY_S = 0.5
+LOOK_AGAIN_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class Worker:
         self.share = max(1, c // plan.workers + (index < c % plan.workers))
         self.records: list[Record] = []
         self.follows: set[asyncio.Task[None]] = set()
+        self.unseen: list[tuple[int, str]] = []  # (record index, job id): followed, its end not seen
         self.payloads: dict[int, bytes] = {}
         self.stopping = False
         self.last_answer = self.last_finish = 0.0
@@ -160,6 +166,7 @@ class Worker:
         except Exception as exc:  # the call was accepted; the job is counted unfinished, and why
             job = None
             record = record._replace(follow_error=f"{type(exc).__name__}: {exc}"[:200])
+            self.unseen.append((len(self.records), job_id))  # where its record goes, just below
         seen = time.perf_counter()
         if job is not None:
             self.last_finish = max(self.last_finish, seen)
@@ -174,6 +181,26 @@ class Worker:
             )
         self.count(2)
         self.records.append(record)
+
+    async def look_again(self) -> None:
+        """Look up the jobs whose end was not seen within -t again, after the run, every
+        LOOK_AGAIN_EVERY_S for as long as -t again: a job that finished late is told apart from
+        one the system never finished."""
+        waiting = dict(self.unseen)  # record index -> job id
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.options.timeout or LOOK_AGAIN_S):
+                while waiting:
+                    indexes = list(waiting)
+                    jobs = await asyncio.gather(
+                        *(self.caller.get_job(waiting[i]) for i in indexes), return_exceptions=True
+                    )
+                    for index, job in zip(indexes, jobs, strict=True):
+                        if isinstance(job, job_pb2.Job) and job.status in TERMINAL:
+                            status = job_pb2.JobStatus.Name(job.status).removeprefix("JOB_STATUS_")
+                            self.records[index] = self.records[index]._replace(late_status=status)
+                            del waiting[index]
+                    if waiting:
+                        await asyncio.sleep(LOOK_AGAIN_EVERY_S)
 
     async def run(self, conn: multiprocessing.connection.Connection) -> None:
         self.caller = make_caller(self.options, self.method, self.share)
@@ -208,6 +235,8 @@ class Worker:
             timed_out = False
         if self.follows:
             await asyncio.gather(*list(self.follows), return_exceptions=True)
+        if self.unseen:
+            await self.look_again()
         await self.caller.close()
         conn.send(
             (

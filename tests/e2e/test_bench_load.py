@@ -181,3 +181,25 @@ def test_the_floor_answers_submit_as_the_ingress_does_and_is_measured_as_the_ing
     assert report["statusCodeDistribution"] == {"OK": 200}
     assert report["batchline"]["cpuS"]["server"] > 0
     assert report["batchline"]["command"].endswith("<python -m bench.floor>")
+
+
+@pytest.mark.timeout(180)
+def test_a_job_not_seen_done_within_the_timeout_is_looked_up_again_late_or_never() -> None:
+    """-t 2 s against one 3 s pass at a time: the first job ends at ~3 s, after its watch gave up
+    but within the look after the run (2 s more); the second at ~6 s, after both. One finished
+    late, one never (as far as the run could tell): only the second counts against the system."""
+    env = {
+        "MODEL_BACKEND": "simulated",
+        "SIM_FIXED_MS": "3000",
+        "SIM_PER_TOKEN_MS": "0",
+        "MAX_BATCH_SIZE": "1",
+        "MAX_WAIT_MS": "0",
+    }
+    with stack.start("local", env, batchers=1, envoy=False) as slow:
+        args = ["--protoset", PROTOSET, "--call", SUBMIT, "-d", '{"text": "x"}', "-n", "2", "-c", "2"]
+        args += ["--e2e", "--stream-host", slow.stream, "-t", "2s", "-O", "json", slow.ingress]
+        report = report_of(bench(*args))
+    e2e = report["batchline"]["e2e"]
+    assert (e2e["accepted"], e2e["done"], e2e["unfinished"]) == (2, 0, 2)
+    assert (e2e["finishedLate"], e2e["neverFinished"]) == (1, 1)
+    assert e2e["followErrors"] == {"TimeoutError: ": 2}

@@ -267,13 +267,18 @@ def test_an_empty_run_reports_nulls_as_ghz_does() -> None:
 def test_e2e_section_counts_every_accepted_job() -> None:
     done = Record(1.0, 5_000_000, "OK", "", 0, 40_000_000, "DONE", 3.0, 1.5, 8)
     lost = Record(1.1, 5_000_000, "OK", "", follow_error="TimeoutError: watch")
-    built = report.build([done, done, lost], options(e2e="watch", rps=10), total_s=1.0, end_reason="normal")
+    late = lost._replace(late_status="DONE")  # not seen within -t, found DONE at the later look
+    runs = [done, done, lost, late]
+    built = report.build(runs, options(e2e="watch", rps=10), total_s=1.0, end_reason="normal")
     e2e = built["batchline"]["e2e"]
-    assert (e2e["accepted"], e2e["done"], e2e["unfinished"]) == (3, 2, 1)
-    assert e2e["followErrors"] == {"TimeoutError: watch": 1}
-    assert built["statusCodeDistribution"] == {"OK": 3}  # the calls themselves succeeded
+    assert (e2e["accepted"], e2e["done"], e2e["unfinished"]) == (4, 2, 2)
+    assert (e2e["finishedLate"], e2e["neverFinished"]) == (1, 1)
+    assert e2e["followErrors"] == {"TimeoutError: watch": 2}
+    assert built["statusCodeDistribution"] == {"OK": 4}  # the calls themselves succeeded
     assert e2e["latencyMs"]["p50"] == pytest.approx(40.0) and e2e["batchSize"]["mean"] == 8
-    assert "End to end (watch): 2 DONE of 3 accepted" in report.summary(built)
+    text = report.summary(built)
+    assert "End to end (watch): 2 DONE of 4 accepted" in text
+    assert "2 not seen to their end within -t (1 finished later, 1 never)" in text
 
 
 def test_summary_and_csv_views() -> None:
