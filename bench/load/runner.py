@@ -44,6 +44,7 @@ STOPPED = "grpc: the client connection is closing"
 # as -t again (this long without -t).
 LOOK_AGAIN_EVERY_S = 0.5
 LOOK_AGAIN_S = 20.0
+LOOK_AGAIN_AT_ONCE = 200  # reads in flight at once: a stalled pipeline leaves thousands
 
 
 @dataclass(frozen=True)
@@ -191,14 +192,16 @@ class Worker:
             async with asyncio.timeout(self.options.timeout or LOOK_AGAIN_S):
                 while waiting:
                     indexes = list(waiting)
-                    jobs = await asyncio.gather(
-                        *(self.caller.get_job(waiting[i]) for i in indexes), return_exceptions=True
-                    )
-                    for index, job in zip(indexes, jobs, strict=True):
-                        if isinstance(job, job_pb2.Job) and job.status in TERMINAL:
-                            status = job_pb2.JobStatus.Name(job.status).removeprefix("JOB_STATUS_")
-                            self.records[index] = self.records[index]._replace(late_status=status)
-                            del waiting[index]
+                    for at in range(0, len(indexes), LOOK_AGAIN_AT_ONCE):
+                        chunk = indexes[at : at + LOOK_AGAIN_AT_ONCE]
+                        jobs = await asyncio.gather(
+                            *(self.caller.get_job(waiting[i]) for i in chunk), return_exceptions=True
+                        )
+                        for index, job in zip(chunk, jobs, strict=True):
+                            if isinstance(job, job_pb2.Job) and job.status in TERMINAL:
+                                status = job_pb2.JobStatus.Name(job.status).removeprefix("JOB_STATUS_")
+                                self.records[index] = self.records[index]._replace(late_status=status)
+                                del waiting[index]
                     if waiting:
                         await asyncio.sleep(LOOK_AGAIN_EVERY_S)
 
