@@ -45,8 +45,7 @@ def bare_rust_tokenizer(tokenizer: object) -> tokenizers.Tokenizer | None:
     """The fast tokenizer's own Rust tokenizer, with no truncation or padding of its own, or
     None for a tokenizer that has none. Called directly it gives the ids the transformers call
     gives for 38% less CPU (a benchmark review: 50 against 81 us, docs/benchmarks/tokenize/),
-    spent on the event loop once per job; one text at a time, since `encode_batch` hands the
-    texts to a thread pool that competes with the model's threads."""
+    spent on the event loop once per job, as each delivery arrives."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if not isinstance(backend, tokenizers.Tokenizer):
         return None

@@ -2,7 +2,7 @@
 
 - `broken vocab`: the benchmark tokenizer as `bench.workload` built it before (the fast tokenizer
   constructed with `vocab_file=`, which under transformers 5 holds only the special tokens, so
-  every word is [UNK] after WordPiece tried each of its prefixes), through the transformers call;
+  every word is [UNK]), through the transformers call;
 - `transformers call`: the benchmark vocabulary as it is built now, through the transformers call
   (`tokenizer([text])["input_ids"]`, what `HFModel.encode` did);
 - `Rust directly`: the same tokenizer's own `tokenizers.Tokenizer.encode(text).ids` (what
