@@ -201,6 +201,9 @@ class RabbitBroker:
                 channel = await self._connection.channel()
                 await channel.set_qos(prefetch_count=prefetch)
                 queue = await channel.get_queue(self._settings.queue, ensure=False)
+                underlay = await channel.get_underlay_channel()
+                assert isinstance(underlay, aiormq.Channel)
+                acks = Acks(underlay)
                 async with queue.iterator() as messages:
 
                     def restart(*_: Any) -> None:  # the robust channel's own restore is unreliable
@@ -214,7 +217,7 @@ class RabbitBroker:
                     backoff_s = 0.1
                     try:
                         async for message in messages:
-                            yield _delivery(message)
+                            yield _delivery(message, acks)
                     finally:
                         self._connection.reconnect_callbacks.discard(restart)
             except BROKER_ERRORS as exc:
@@ -269,14 +272,47 @@ def _count(queue: Any) -> int:
     return int(result.message_count or 0)
 
 
-def _delivery(message: AbstractIncomingMessage) -> Delivery:
+class Acks:
+    """The acks of one consuming channel, written together: `add` queues a delivery's ack and
+    returns, and every ack queued before the event loop next turns goes to RabbitMQ in one
+    write. aiormq's `basic_ack` (what aio-pika's `ack` awaits) is, per message, a frame of its
+    own, a write-queue hop and a wait for the socket to drain; a batch's 16 acks were 16 of
+    each; in one write, at bf16 saturation, RabbitMQ's CPU per job went from 0.25 to 0.18 ms
+    and the batcher's event loop's from 0.67 to 0.62 (docs/benchmarks/event-loop-cpu/acks-ab.txt).
+    An ack that never reaches RabbitMQ (the channel closed first) is a redelivery, and a
+    finished job is then acked without recompute."""
+
+    def __init__(self, channel: aiormq.Channel) -> None:
+        self._channel = channel
+        self._tags: list[int] = []
+        self._writing: asyncio.Task[None] | None = None
+
+    def add(self, delivery_tag: int) -> None:
+        self._tags.append(delivery_tag)
+        if self._writing is None:  # starts once the current step of the caller yields
+            self._writing = asyncio.ensure_future(self._write())
+
+    async def _write(self) -> None:
+        tags, self._tags, self._writing = self._tags, [], None
+        channel = self._channel
+        try:
+            if channel.is_closed:
+                raise aiormq.exceptions.ChannelInvalidStateError(f"{channel!r} closed")
+            frames = [aiormq.spec.Basic.Ack(delivery_tag=tag) for tag in tags]
+            await channel.write_queue.put(ChannelFrame.marshall(channel_number=channel.number, frames=frames))
+        except BROKER_ERRORS as exc:
+            log.warning("could not ack %d messages (RabbitMQ redelivers them): %s", len(tags), exc)
+
+
+def _delivery(message: AbstractIncomingMessage, acks: Acks) -> Delivery:
     count = (message.headers or {}).get(names.DELIVERY_COUNT_HEADER, 0)
     redeliveries = count if isinstance(count, int) else 0
 
     async def settle(action: str) -> None:
         try:
             if action == "ack":
-                await message.ack()
+                assert message.delivery_tag is not None  # consumed with acks on
+                acks.add(message.delivery_tag)
             elif action == "reject":
                 await message.reject(requeue=False)
             else:

@@ -11,7 +11,7 @@ import aio_pika
 import aiormq
 import pytest
 
-from batchline import codec
+from batchline import codec, rabbit
 from batchline.errors import QueueFull, Unavailable
 from batchline.rabbit import RabbitBroker
 from batchline.settings import BrokerSettings
@@ -98,3 +98,27 @@ async def test_a_closed_connection_refuses_every_task_without_raising(
     await broker.close()
     outcome = await broker.publish(tasks(3))
     assert all(isinstance(error, Unavailable) for error in outcome)
+
+
+async def test_a_batchs_acks_go_out_in_one_write_and_settle_every_message(
+    broker_settings: BrokerSettings, open_broker: Open, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = await open_broker(broker_settings)
+    assert await broker.publish(tasks(21)) == [None] * 21
+    writes: list[list[object]] = []
+    marshall = rabbit.ChannelFrame.marshall
+
+    def counted(channel_number: int, frames: list[object], drain_future: object = None) -> object:
+        writes.append([f for f in frames if isinstance(f, aiormq.spec.Basic.Ack)])
+        return marshall(channel_number=channel_number, frames=frames, drain_future=drain_future)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rabbit.ChannelFrame, "marshall", counted)
+    deliveries = broker.consume(prefetch=32)
+    batch = [await anext(deliveries) for _ in range(21)]
+    for delivery in batch[:20]:  # the 21st is left unsettled
+        await delivery.ack()
+    await asyncio.sleep(0.2)
+    assert [len(acks) for acks in writes if acks] == [20]
+    await deliveries.aclose()  # closes the consuming channel: the unsettled one goes back
+    left = await queued_tasks(broker_settings)
+    assert [t.job_id for t in left] == [batch[20].message_id]
