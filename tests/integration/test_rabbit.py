@@ -4,14 +4,15 @@ task, and aiormq's books left as they were found, whatever RabbitMQ answers."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
 import aio_pika
 import aiormq
 import pytest
+from aiormq.abc import ChannelFrame
 
-from batchline import codec, rabbit
+from batchline import codec
 from batchline.errors import QueueFull, Unavailable
 from batchline.rabbit import RabbitBroker
 from batchline.settings import BrokerSettings
@@ -106,14 +107,15 @@ async def test_a_batchs_acks_go_out_in_one_write_and_settle_every_message(
     broker = await open_broker(broker_settings)
     assert await broker.publish(tasks(21)) == [None] * 21
     writes: list[list[object]] = []
-    marshall = rabbit.ChannelFrame.marshall
+    marshall = ChannelFrame.marshall
 
     def counted(channel_number: int, frames: list[object], drain_future: object = None) -> object:
         writes.append([f for f in frames if isinstance(f, aiormq.spec.Basic.Ack)])
         return marshall(channel_number=channel_number, frames=frames, drain_future=drain_future)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(rabbit.ChannelFrame, "marshall", counted)
+    monkeypatch.setattr(ChannelFrame, "marshall", counted)
     deliveries = broker.consume(prefetch=32)
+    assert isinstance(deliveries, AsyncGenerator)
     batch = [await anext(deliveries) for _ in range(21)]
     for delivery in batch[:20]:  # the 21st is left unsettled
         await delivery.ack()
