@@ -22,6 +22,7 @@ from batchline.settings import require_distributed
 from batchline.v1 import inference_pb2_grpc
 from ingress import metrics
 from ingress.backlog import Backlog
+from ingress.processes import Helpers
 from ingress.servicer import InferenceServicer
 from ingress.settings import IngressSettings
 
@@ -39,7 +40,12 @@ async def serve(
     store = RedisJobStore(settings.store)
     broker = await RabbitBroker.connect(settings.broker, name="batchline-ingress")
     server = GrpcServer(
-        [SERVICE_NAME], host=settings.host, port=settings.port, describe=DESCRIBED, keys=settings.keys
+        [SERVICE_NAME],
+        host=settings.host,
+        port=settings.port,
+        describe=DESCRIBED,
+        keys=settings.keys,
+        reuse_port=settings.reuse_port or settings.processes > 1,
     )
     backlog = Backlog(store)
     servicer = InferenceServicer(settings, store, broker, backlog)
@@ -67,7 +73,19 @@ async def serve(
 async def _main(settings: IngressSettings) -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
-    await serve(settings, stop, on_ready=lambda _port: freeze_startup_heap())
+    helpers = Helpers(settings.processes - 1, settings.metrics_port, settings.shutdown_grace_s)
+
+    def ready(port: int) -> None:
+        freeze_startup_heap()
+        if helpers.count:
+            helpers.start(port, stop)
+
+    try:
+        await serve(settings, stop, on_ready=ready)
+    finally:
+        await helpers.stop()
+    if helpers.failed:
+        raise SystemExit(helpers.failed)
 
 
 def main() -> None:

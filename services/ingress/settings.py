@@ -35,6 +35,12 @@ class IngressSettings:
     metrics_port: int = 0
     # API_KEYS / API_KEYS_FILE: when set, every call needs one of these keys (batchline.access).
     keys: KeyRing | None = None
+    # INGRESS_PROCESSES: processes serving the port together (ingress/processes.py); one
+    # Python process computes on one core.
+    processes: int = 1
+    # INGRESS_REUSE_PORT: listen with SO_REUSEPORT, beside other ingress processes (set for
+    # the processes INGRESS_PROCESSES starts; a taken port is otherwise an error).
+    reuse_port: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> IngressSettings:
@@ -50,4 +56,6 @@ class IngressSettings:
             shutdown_grace_s=env_float(env, "SHUTDOWN_GRACE_S", 10.0, minimum=0),
             keys=KeyRing.from_env(env),
             metrics_port=env_int(env, "METRICS_PORT", 9101, minimum=0),
+            processes=env_int(env, "INGRESS_PROCESSES", 1, minimum=1),
+            reuse_port=env_int(env, "INGRESS_REUSE_PORT", 0, minimum=0) > 0,
         )

@@ -67,11 +67,15 @@ class GrpcServer:
         port: int = 0,
         describe: Iterable[str] = (),
         keys: access.KeyRing | None = None,
+        reuse_port: bool = False,
     ) -> None:
         """Serve `service_names` (health reports each); reflection lists them plus `describe`.
-        With `keys`, every call of a batchline service must present one of them."""
+        With `keys`, every call of a batchline service must present one of them. With
+        `reuse_port`, other processes may listen on the same port too (SO_REUSEPORT: the
+        kernel gives each new connection to one of them); without, a taken port is an error."""
+        options = [(k, 1 if k == "grpc.so_reuseport" and reuse_port else v) for k, v in SERVER_OPTIONS]
         self.server = aio.server(
-            interceptors=[ErrorInterceptor(functools.partial(access.admit, keys))], options=SERVER_OPTIONS
+            interceptors=[ErrorInterceptor(functools.partial(access.admit, keys))], options=options
         )
         self.health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
