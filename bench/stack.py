@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,6 +58,40 @@ def service_pids(name: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is `pid` (an ingress's extra processes: INGRESS_PROCESSES)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def listeners(port: int) -> int:
+    """Sockets listening on TCP `port` (one per process sharing it with SO_REUSEPORT)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            local, state = row.split()[1], row.split()[3]
+            count += state == "0A" and int(local.rsplit(":", 1)[1], 16) == port  # 0A: LISTEN
+    return count
+
+
+def wait_for_listeners(port: int, count: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while listeners(port) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{count} processes did not listen on port {port} within {timeout_s:.0f}s")
+        time.sleep(0.1)
 
 
 def free_port() -> int:
@@ -144,6 +179,9 @@ def start(
             wait_until_serving(
                 ingress, process=front, name="ingress"
             )  # the queue exists before a batcher consumes
+            if (ingresses := int(base.get("INGRESS_PROCESSES", "1"))) > 1:
+                wait_for_listeners(ports[0], ingresses)
+                pids["ingress"] += children(front.pid)
             for n in range(batchers):
                 health = free_port()
                 batcher = spawn(

@@ -97,3 +97,14 @@ def test_a_report_without_a_floor_measurement_leaves_it_out() -> None:
     text = report_text(full_summary(floor_p99=None))
     assert "the floor, no work" not in text and "| the floor: no work |" not in text
     assert "| ingress | 1,990 |" in text
+
+
+def test_the_report_sets_one_ingress_process_beside_several() -> None:
+    summary = full_summary(floor_p99=31.5)
+    summary["ingress_one"] = {**summary["ingress"], "p99_ms": 90.0}
+    meta = {"command": "c", "when": "now", "machine": "a CPU", "cpus": 2, "ingress_processes": 2}
+    text = suite.markdown(suite.QUICK, summary, {"sweep": []}, meta)
+    assert "(open loop, gRPC direct, 2 ingress processes)" in text
+    assert "p99 25.0 ms; one process: p99 90.0 ms (the floor, no work: 31.5 ms) | **missed**" in text
+    assert "| ingress, 2 processes | 1,990 | 100.00% | 4.0 | 25.0 | 1.0 |" in text
+    assert "| ingress, one process | 1,990 | 100.00% | 4.0 | 90.0 | 1.0 |" in text
