@@ -22,7 +22,7 @@ from batchline.settings import require_distributed
 from batchline.v1 import inference_pb2_grpc
 from ingress import metrics
 from ingress.backlog import Backlog
-from ingress.processes import Helpers
+from ingress.processes import Helpers, die_with_parent
 from ingress.servicer import InferenceServicer
 from ingress.settings import IngressSettings
 
@@ -89,6 +89,7 @@ async def _main(settings: IngressSettings) -> None:
 
 
 def main() -> None:
+    die_with_parent()
     logs.configure("ingress")
     tracing.configure("ingress")
     settings = IngressSettings.from_env()

@@ -1,8 +1,8 @@
 """INGRESS_PROCESSES: one ingress as several processes on one port.
 
 One Python process computes on one core, and a Submit costs the ingress 0.43-0.52 ms of CPU
-(gRPC's own server about 0.3 of it: bench/floor.py), so at 2,000 Submit/s one process has all
-but none of its core to spare. With INGRESS_PROCESSES=N the first process binds the port and,
+(gRPC's own server about 0.3 of it: bench/floor.py), so at 2,000 Submit/s one process has almost
+nothing of its core to spare. With INGRESS_PROCESSES=N the first process binds the port and,
 once it serves, starts N-1 more on the port it got, all listening with SO_REUSEPORT: the
 kernel hands each new connection to one of them, so calls spread by connection (a client
 that holds one connection talks to one process; `batchline-bench --connections` spreads its
@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 log = logging.getLogger("ingress")
 PR_SET_PDEATHSIG = 1
+PARENT_ENV = "INGRESS_PARENT_PID"  # set in the extra processes' environment only
 CHECK_EVERY_S = 0.5
 
 
@@ -41,13 +42,21 @@ def helper_env(env: Mapping[str, str], port: int, index: int, metrics_port: int)
         "INGRESS_PROCESSES": "1",
         "INGRESS_REUSE_PORT": "1",
         "METRICS_PORT": str(metrics_port + index if metrics_port else 0),
+        PARENT_ENV: str(os.getpid()),
     }
 
 
-def _die_with_parent() -> None:  # runs in the child, between fork and exec
-    # Not on Linux: no such call, and the first process still stops them on SIGTERM.
+def die_with_parent(env: Mapping[str, str] = os.environ) -> None:
+    """In an extra process, first thing: SIGTERM when the first process dies, however it dies
+    (Linux's PR_SET_PDEATHSIG; elsewhere the first still stops them on its own SIGTERM). Set
+    here, not between fork and exec, where a process with threads may deadlock; if the first
+    died before this, exit at once."""
+    if not (parent := env.get(PARENT_ENV)):
+        return
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent):
+        raise SystemExit(f"the first ingress process ({parent}) is gone")
 
 
 class Helpers:
@@ -66,9 +75,7 @@ class Helpers:
         exits before it is told to."""
         for index in range(1, self.count + 1):
             env = helper_env(os.environ, port, index, self.metrics_port)
-            self.processes.append(
-                subprocess.Popen([sys.executable, "-m", "ingress"], env=env, preexec_fn=_die_with_parent)
-            )
+            self.processes.append(subprocess.Popen([sys.executable, "-m", "ingress"], env=env))
         log.info("ingress processes started", extra={"port": port, "processes": self.count + 1})
         self._watch = asyncio.get_running_loop().create_task(self._watch_for_exit(stop))
 

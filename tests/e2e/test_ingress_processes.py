@@ -94,6 +94,7 @@ def test_extra_processes_listen_beside_the_first_with_their_own_metrics() -> Non
         "INGRESS_PROCESSES": "1",
         "INGRESS_REUSE_PORT": "1",
         "METRICS_PORT": "9103",
+        "INGRESS_PARENT_PID": str(os.getpid()),
     }
     assert helper_env({"METRICS_PORT": "0"}, 50061, 1, 0)["METRICS_PORT"] == "0"
 
