@@ -81,7 +81,7 @@ def listeners(port: int) -> int:
         except OSError:
             continue
         for row in rows:
-            local, state = row.split()[1], row.split()[3]
+            _, local, _, state = row.split()[:4]
             count += state == "0A" and int(local.rsplit(":", 1)[1], 16) == port  # 0A: LISTEN
     return count
 

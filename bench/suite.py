@@ -79,24 +79,24 @@ def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def command_line(options: Options) -> str:
-    """The batchline-bench command that repeats a run against a running stack."""
+def command_line(options: Options, target: str) -> str:
+    """The batchline-bench command that repeats a run against a running `target` (a placeholder:
+    `<ingress>`, `<envoy>`, ...)."""
     parts = ["batchline-bench --insecure --protoset envoy/batchline.pb", f"--call {options.call}"]
     parts.append("-d '<texts>'" if options.data is not SUBMIT_DATA else "-d '<6 texts, numbered>'")
     if options.open_loop:
         parts.append(f"--rps {options.rps}")
     parts.append(f"-c {options.concurrency}")
     parts.append(f"-z {options.duration:g}s")
+    if options.connections != 1:
+        parts.append(f"--connections {options.connections}")
     if options.duration_stop != "close":
         parts.append(f"--duration-stop {options.duration_stop}")
     if options.protocol != "grpc":
         parts.append(f"--protocol {options.protocol}")
     if options.e2e:
         parts.append(("--e2e" if options.e2e == "watch" else "--e2e-poll") + " --stream-host <stream>")
-    if options.name == "floor":
-        parts.append("<python -m bench.floor>")
-    else:
-        parts.append("<ingress>" if options.name.endswith("direct") else "<envoy>")
+    parts.append(target)
     return " ".join(parts)
 
 
@@ -105,17 +105,19 @@ def measure(options: Options, env: dict[str, str], batchers: int = 0, via: str =
     with stack.start("local", env, batchers=batchers) as targets:
         host = targets.ingress if via == "direct" else targets.edge
         run = replace(options, host=host, stream_host=targets.stream if via == "direct" else "")
-        return _run(run, targets.pids)
+        processes = env.get("INGRESS_PROCESSES")
+        ingress = f"<ingress, INGRESS_PROCESSES={processes}>" if processes else "<ingress>"
+        return _run(run, targets.pids, ingress if via == "direct" else "<envoy>")
 
 
 def measure_floor(options: Options) -> dict[str, Any]:
     """The same run against a Submit that does no work (bench.floor): what gRPC and the load
     generator alone cost at that load on this machine, the floor under the ingress's numbers."""
     with floor.serving() as (host, pid):
-        return _run(replace(options, host=host, name="floor"), {"server": [pid]})
+        return _run(replace(options, host=host, name="floor"), {"server": [pid]}, "<python -m bench.floor>")
 
 
-def _run(options: Options, pids: dict[str, list[int]]) -> dict[str, Any]:
+def _run(options: Options, pids: dict[str, list[int]], target: str) -> dict[str, Any]:
     """Warm `options.host` for 1 s, then run `options`, counting each process's CPU."""
     warm = submit("warm", host=options.host, rps=200, duration=1.0, progress=False)
     runner.run(runner.make_plan(warm.validate(), PROTOSET.read_bytes()))
@@ -124,7 +126,7 @@ def _run(options: Options, pids: dict[str, list[int]]) -> dict[str, Any]:
     cpu = {name: stack.cpu_seconds(ids) - cpu_before[name] for name, ids in pids.items()}
     cpu["load generator"] = result["batchline"]["generatorCpuS"]
     result.pop("details", None)
-    result["batchline"]["command"] = command_line(options)
+    result["batchline"]["command"] = command_line(options, target)
     result["batchline"]["cpuS"] = {name: round(seconds, 3) for name, seconds in cpu.items()}
     return result
 

@@ -1,13 +1,14 @@
 """INGRESS_PROCESSES: one ingress as several processes on one port.
 
-One Python process computes on one core, and a Submit costs the ingress 0.43-0.52 ms of CPU
-(gRPC's own server about 0.3 of it: bench/floor.py), so at 2,000 Submit/s one process has almost
-nothing of its core to spare. With INGRESS_PROCESSES=N the first process binds the port and,
-once it serves, starts N-1 more on the port it got, all listening with SO_REUSEPORT: the
-kernel hands each new connection to one of them, so calls spread by connection (a client
-that holds one connection talks to one process; `batchline-bench --connections` spreads its
-calls). Each is a whole ingress, with its own connections to Redis and RabbitMQ, its own health
-and its own MAX_INFLIGHT; the jobs' state is all in Redis, so any of them answers any call.
+One Python process computes on one core, and a Submit cost the ingress 0.43-0.54 ms of CPU in
+the load runs (gRPC's own server about 0.3 of it: bench/floor.py; docs/benchmarks/load*.md),
+so at 2,000 Submit/s one process has almost nothing of its core to spare. With
+INGRESS_PROCESSES=N the first process binds the port and, once it serves, starts N-1 more
+on the port it got, all listening with SO_REUSEPORT: the kernel hands each new connection to
+one of them, so calls spread by connection (a client that holds one connection talks to one
+process; `batchline-bench --connections` spreads its calls). Each is a whole ingress, with its
+own connections to Redis and RabbitMQ, its own health and its own MAX_INFLIGHT; the jobs'
+state is all in Redis, so any of them answers any call.
 
 The first process supervises the others: on SIGTERM it drains them with itself; if one exits
 on its own, it stops the rest and exits non-zero, so what supervises it (compose, Kubernetes)

@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 # Largest request or response a server takes: a SubmitBatch of 256 x 2000-character texts
 # (up to 4 bytes a character) fits with room; anything larger is refused by gRPC itself.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-# Every Batchline gRPC server's options. No SO_REUSEPORT: a second server on a taken port fails
-# to start instead of sharing it unnoticed.
+# Every Batchline gRPC server's options. No SO_REUSEPORT unless a server asks for it
+# (`GrpcServer(reuse_port=True)`, the ingress's INGRESS_PROCESSES): a second server on a taken
+# port fails to start instead of sharing it unnoticed.
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -73,7 +74,7 @@ class GrpcServer:
         With `keys`, every call of a batchline service must present one of them. With
         `reuse_port`, other processes may listen on the same port too (SO_REUSEPORT: the
         kernel gives each new connection to one of them); without, a taken port is an error."""
-        options = [(k, 1 if k == "grpc.so_reuseport" and reuse_port else v) for k, v in SERVER_OPTIONS]
+        options = list({**dict(SERVER_OPTIONS), "grpc.so_reuseport": int(reuse_port)}.items())
         self.server = aio.server(
             interceptors=[ErrorInterceptor(functools.partial(access.admit, keys))], options=options
         )

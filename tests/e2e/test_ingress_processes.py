@@ -16,6 +16,7 @@ import grpc
 
 from batchline.lifecycle import wait_until_serving
 from batchline.v1 import inference_pb2, inference_pb2_grpc
+from bench.stack import children
 from ingress.processes import helper_env
 from tests.e2e.conftest import Service
 
@@ -35,18 +36,6 @@ def two_free_ports() -> int:
             continue
         return port
     raise RuntimeError("no two free ports in a row")
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields[1]) == pid:  # its parent
-            found.append(int(stat.parent.name))
-    return found
 
 
 def alive(pid: int) -> bool:

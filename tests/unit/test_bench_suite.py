@@ -108,3 +108,10 @@ def test_the_report_sets_one_ingress_process_beside_several() -> None:
     assert "p99 25.0 ms; one process: p99 90.0 ms (the floor, no work: 31.5 ms) | **missed**" in text
     assert "| ingress, 2 processes | 1,990 | 100.00% | 4.0 | 25.0 | 1.0 |" in text
     assert "| ingress, one process | 1,990 | 100.00% | 4.0 | 90.0 | 1.0 |" in text
+
+
+def test_a_runs_command_names_its_connections_and_its_target() -> None:
+    options = suite.submit("ingress-one-process", rps=2000, duration=30.0, concurrency=1000, connections=8)
+    command = suite.command_line(options, "<ingress>")
+    assert "--rps 2000 -c 1000 -z 30s --connections 8 " in command and command.endswith(" <ingress>")
+    assert "--connections" not in suite.command_line(suite.submit("x", concurrency=50), "<envoy>")
