@@ -13,11 +13,12 @@ import pytest
 from aiormq.abc import ChannelFrame
 
 from batchline import codec
+from batchline.broker import Delivery
 from batchline.errors import QueueFull, Unavailable
 from batchline.rabbit import RabbitBroker
 from batchline.settings import BrokerSettings
 from batchline.v1 import job_pb2
-from tests.helpers import queued_tasks
+from tests.helpers import queued_tasks, wait_for
 
 
 def tasks(n: int, tag: str = "t") -> list[job_pb2.InferenceTask]:
@@ -33,6 +34,13 @@ async def books(broker: RabbitBroker) -> tuple[int, int]:
 
 
 Open = Callable[[BrokerSettings], Awaitable[RabbitBroker]]
+
+
+def consuming(broker: RabbitBroker, prefetch: int) -> AsyncGenerator[Delivery]:
+    """`broker.consume`, as the generator it is: `aclose` closes its channel."""
+    deliveries = broker.consume(prefetch)
+    assert isinstance(deliveries, AsyncGenerator)
+    return deliveries
 
 
 @pytest.fixture
@@ -114,8 +122,7 @@ async def test_a_batchs_acks_go_out_in_one_write_and_settle_every_message(
         return marshall(channel_number=channel_number, frames=frames, drain_future=drain_future)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ChannelFrame, "marshall", counted)
-    deliveries = broker.consume(prefetch=32)
-    assert isinstance(deliveries, AsyncGenerator)
+    deliveries = consuming(broker, prefetch=32)
     batch = [await anext(deliveries) for _ in range(21)]
     for delivery in batch[:20]:  # the 21st is left unsettled
         await delivery.ack()
@@ -124,3 +131,43 @@ async def test_a_batchs_acks_go_out_in_one_write_and_settle_every_message(
     await deliveries.aclose()  # closes the consuming channel: the unsettled one goes back
     left = await queued_tasks(broker_settings)
     assert [t.job_id for t in left] == [batch[20].message_id]
+
+
+async def test_a_requeued_delivery_comes_back_counted_and_a_rejected_one_goes_dead(
+    broker_settings: BrokerSettings, open_broker: Open
+) -> None:
+    broker = await open_broker(broker_settings)
+    sent = tasks(2)
+    assert await broker.publish(sent) == [None, None]
+    deliveries = consuming(broker, prefetch=8)
+    first = [await anext(deliveries) for _ in range(2)]
+    assert [(d.message_id, d.attempt) for d in first] == [(t.job_id, 1) for t in sent]
+    await first[0].requeue()
+    await first[1].reject()
+    again = await asyncio.wait_for(anext(deliveries), 10)
+    assert (again.message_id, again.attempt) == (sent[0].job_id, 2)
+    await again.ack()
+    await deliveries.aclose()
+    dead = await queued_tasks(replace(broker_settings, queue=broker_settings.dead_letter_queue))
+    assert [t.job_id for t in dead] == [sent[1].job_id]
+    assert await queued_tasks(broker_settings) == []
+
+
+async def test_a_consumer_cancelled_by_rabbitmq_consumes_again_once_its_queue_is_back(
+    broker_settings: BrokerSettings, open_broker: Open, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = await open_broker(broker_settings)
+    deliveries = consuming(broker, prefetch=8)
+    assert await broker.publish(tasks(1, "before")) == [None]
+    await (await anext(deliveries)).ack()
+    connection = await aio_pika.connect(broker_settings.amqp_url)
+    await (await connection.channel()).queue_delete(broker_settings.queue)
+    await connection.close()
+    await wait_for(lambda: "cancelled by the broker" in caplog.text, what="aiormq to log the Basic.Cancel")
+    await open_broker(broker_settings)  # declares the queue again
+    after = tasks(1, "after")
+    assert await broker.publish(after) == [None]
+    delivery = await asyncio.wait_for(anext(deliveries), 15)
+    assert delivery.message_id == after[0].job_id
+    await delivery.ack()
+    await deliveries.aclose()
