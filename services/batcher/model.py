@@ -69,7 +69,7 @@ class Model(Protocol):
 
 def padded_work(size: int, longest: int, real: int) -> float:
     """`Model.work` of a pass padded to its longest: every padded token is computed."""
-    return float(size * longest)
+    return size * longest
 
 
 def predict_texts(model: Model, texts: Sequence[str]) -> BatchOutput:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from batcher.collector import DEADLINE, DRAINED, SIZE, TOKENS, WAIT, Load, Policy, next_batch
+from batcher.collector import DEADLINE, DRAINED, SIZE, TOKENS, WAIT, Load, Policy, _cheapest_run, next_batch
+from batcher.forecast import ForwardTime
+from batcher.model import padded_work
 
 
 @dataclass
@@ -187,6 +192,49 @@ def test_the_cost_split_keeps_the_budget_and_the_seed() -> None:
     assert decision.take == (0,)  # the oldest rides, alone: with any other it breaks the budget
     short = next_batch(waiting[1:], now=30.0, policy=Policy(16, 0.0, max_batch_tokens=100), load=MEASURED)
     assert len(short.take) == 10  # 10 x 10 = 100 padded tokens, the budget
+
+
+def plain_cheapest_run(lengths: list[int], at: int, policy: Policy, load: Load) -> tuple[int, int]:
+    """The same dynamic program with one forecast call per run, as written before the
+    vectorised one: the reference it must agree with exactly."""
+    n = len(lengths)
+    cost, start = [0.0] + [math.inf] * n, [0] * (n + 1)
+    for end in range(1, n + 1):
+        longest = lengths[end - 1]
+        for size in range(1, min(policy.max_batch_size, end) + 1):
+            if size > 1 and policy.max_batch_tokens and size * longest > policy.max_batch_tokens:
+                break
+            real = sum(lengths[end - size : end])
+            total = cost[end - size] + load.forward_s(size, longest, real) + policy.pass_overhead_s
+            if total < cost[end]:
+                cost[end], start[end] = total, end - size
+    end = n
+    while start[end] > at:
+        end = start[end]
+    return start[end], end
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 512), min_size=1, max_size=160).map(sorted),
+    at=st.integers(0, 159),
+    size=st.integers(1, 32),
+    budget=st.sampled_from([0, 64, 512, 4096]),
+    fixed_ms=st.floats(0.0, 50.0),
+    per_token_us=st.floats(0.0, 500.0),
+    packed=st.booleans(),
+)
+def test_the_vectorised_cut_is_the_plain_dynamic_programs(
+    lengths: list[int], at: int, size: int, budget: int, fixed_ms: float, per_token_us: float, packed: bool
+) -> None:
+    def packed_work(size: int, longest: int, real: int) -> float:  # as batcher.packed's, for DistilBERT
+        return real + size * longest * longest / (2 * 768 + 3072)
+
+    work = packed_work if packed else padded_work
+    load = Load(0.0, ForwardTime(fixed_s=fixed_ms / 1e3, per_token_s=per_token_us / 1e6, work=work))
+    policy = Policy(size, 0.0, max_batch_tokens=budget)
+    at = min(at, len(lengths) - 1)
+    assert _cheapest_run(lengths, at, policy, load.forward_s) == plain_cheapest_run(lengths, at, policy, load)
 
 
 # --- priorities and aging ---------------------------------------------------------------------------
