@@ -11,19 +11,11 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ForwardTime
+from bench.simulate import Job, tokens
 from bench.workload import sentences
-
-
-@dataclass
-class Job:
-    arrived_at: float
-    tokens: int
-    priority: int = 0
-    deadline: float | None = None
 
 
 def packed_work(size: int, longest: int, real: int) -> float:  # batcher.packed's, for DistilBERT
@@ -33,7 +25,7 @@ def packed_work(size: int, longest: int, real: int) -> float:  # batcher.packed'
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     texts = sentences(128, seed=7)
-    waiting = [Job(i * 1e-3, len(text.split()) + 2) for i, text in enumerate(texts)]  # one token a word
+    waiting = [Job(i * 1e-3, tokens(text)) for i, text in enumerate(texts)]
     policy = Policy(16, 0.05, adaptive=True, max_batch_tokens=4096, pool=128)
     load = Load(300.0, ForwardTime(fixed_s=0.012, per_token_s=4e-5, work=packed_work))
     for count in (32, 64, 128):
