@@ -188,7 +188,7 @@ def _cheapest_run(
     return the run holding index `at` as (first, end).
 
     Every run's pass time comes from one call of `forward_s` over arrays (every end against
-    every size), not from a call per run: with 128 jobs waiting, a batch decision cost 0.94-1.12
+    every size), not from a call per run: with 128 jobs waiting, a batch decision cost 0.92-0.94
     ms of the event loop's time that way, while a model lane waited for its next batch, and
     0.35-0.36 ms this way (docs/benchmarks/event-loop-cpu/next-batch-ab.txt)."""
     n, most = len(lengths), policy.max_batch_size
