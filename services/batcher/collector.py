@@ -201,6 +201,7 @@ def _cheapest_run(
     runs = sizes <= ends
     if policy.max_batch_tokens:  # over the budget: no run but a run of one
         runs &= (sizes == 1) | (sizes * longest <= policy.max_batch_tokens)
+    # passes[end - 1][size - 1]: the pass time of the run of `size` ending at `end`
     passes = np.where(runs, np.broadcast_to(forward_s(sizes, longest, real), runs.shape), math.inf).tolist()
     cost = [0.0] + [math.inf] * n  # cost[end]: cheapest passes over lengths[:end]
     start = [0] * (n + 1)  # where the last run of that cheapest cut starts
