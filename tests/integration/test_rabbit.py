@@ -1,5 +1,7 @@
-"""The work queue's publish path against the real RabbitMQ: one write per call, one confirm per
-task, and aiormq's books left as they were found, whatever RabbitMQ answers."""
+"""The work queue against the real RabbitMQ. Publishing: one write per call, one confirm per
+task, and aiormq's books left as they were found, whatever RabbitMQ answers. Consuming: a
+batch's acks in one write, a requeue counted, a reject dead-lettered, and consuming again after
+RabbitMQ cancels the consumer."""
 
 from __future__ import annotations
 
