@@ -68,7 +68,8 @@ def stats(target: str) -> inference_pb2.GetStatsResponse:
 @dataclass
 class Sampler:
     """Each second: RSS per service, queue depth, job keys in Redis; with the services' /metrics
-    (stack.start(metrics=True)), their open asyncio tasks and the stream's open watchers."""
+    (stack.start(metrics=True)), their open asyncio tasks (the most of TASK_SCRAPES across the
+    second) and the stream's open watchers."""
 
     targets: stack.Targets
     key_pattern: str
@@ -102,9 +103,8 @@ class Sampler:
                     sample[f"tasks_{name}"] = max(sample.get(f"tasks_{name}", 0), tasks)
                 if tick < TASK_SCRAPES - 1:
                     time.sleep(1.0 / TASK_SCRAPES)
-            for name, ports in self.targets.metrics.items():
-                if name == "stream":
-                    sample["watchers"] = sum(scrape(port, "batchline_watchers") for port in ports)
+            if (stream_ports := self.targets.metrics.get("stream")) is not None:
+                sample["watchers"] = sum(scrape(port, "batchline_watchers") for port in stream_ports)
             try:
                 sample["queue_depth"] = stats(self.targets.ingress).queue_depth
             except grpc.RpcError:

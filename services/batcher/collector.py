@@ -199,7 +199,7 @@ def _cheapest_run(
     longest = sorted_lengths[ends - 1]
     real = total_to[ends] - total_to[np.maximum(ends - sizes, 0)]
     runs = sizes <= ends
-    if policy.max_batch_tokens:  # over the budget: no run but a run of one
+    if policy.max_batch_tokens:  # _fits, over the arrays: over the budget, no run but a run of one
         runs &= (sizes == 1) | (sizes * longest <= policy.max_batch_tokens)
     # passes[end - 1][size - 1]: the pass time of the run of `size` ending at `end`
     passes = np.where(runs, np.broadcast_to(forward_s(sizes, longest, real), runs.shape), math.inf).tolist()

@@ -72,6 +72,14 @@ def padded_work(size: int, longest: int, real: int) -> float:
     return size * longest
 
 
+def packed_work(size: int, longest: int, real: int, dim: int, hidden: int) -> float:
+    """`Model.work` of a packed pass (batcher/packed.py) of a transformer of width `dim` and
+    feed-forward width `hidden`, in token-passes of the linear maps: the real tokens, plus the
+    padded attention (per sentence of L tokens and each layer, 4 L^2 d multiply-adds against a
+    token's 8 d^2 + 4 d h in the linear maps)."""
+    return real + size * longest * longest / (2 * dim + hidden)
+
+
 def predict_texts(model: Model, texts: Sequence[str]) -> BatchOutput:
     """Encode and run in one call (tests, benchmarks)."""
     return model.predict(model.encode(texts))

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch.nn import functional
 
+from batcher.model import packed_work
+
 
 def supports(model: Any) -> bool:
     """A DistilBERT sequence classifier, whose layers this pass reads by name."""
@@ -86,7 +88,4 @@ class PackedForward:
         return logits
 
     def work(self, size: int, longest: int, real: int) -> float:
-        """In token-passes of the linear maps: the real tokens, plus the padded attention (per
-        sentence of L tokens and each layer, 4 L^2 d multiply-adds against a token's
-        8 d^2 + 4 d h in the linear maps)."""
-        return real + size * longest * longest / (2 * self.dim + self.hidden)
+        return packed_work(size, longest, real, self.dim, self.hidden)

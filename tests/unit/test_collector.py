@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -9,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batcher.collector import DEADLINE, DRAINED, SIZE, TOKENS, WAIT, Load, Policy, _cheapest_run, next_batch
+from batcher import collector
+from batcher.collector import DEADLINE, DRAINED, SIZE, TOKENS, WAIT, Load, Policy, next_batch
 from batcher.forecast import ForwardTime
-from batcher.model import padded_work
+from batcher.model import packed_work, padded_work
 
 
 @dataclass
@@ -202,7 +204,7 @@ def plain_cheapest_run(lengths: list[int], at: int, policy: Policy, load: Load) 
     for end in range(1, n + 1):
         longest = lengths[end - 1]
         for size in range(1, min(policy.max_batch_size, end) + 1):
-            if size > 1 and policy.max_batch_tokens and size * longest > policy.max_batch_tokens:
+            if not collector._fits(size, longest, policy):
                 break
             real = sum(lengths[end - size : end])
             total = cost[end - size] + load.forward_s(size, longest, real) + policy.pass_overhead_s
@@ -227,14 +229,12 @@ def plain_cheapest_run(lengths: list[int], at: int, policy: Policy, load: Load) 
 def test_the_vectorised_cut_is_the_plain_dynamic_programs(
     lengths: list[int], at: int, size: int, budget: int, fixed_ms: float, per_token_us: float, packed: bool
 ) -> None:
-    def packed_work(size: int, longest: int, real: int) -> float:  # as batcher.packed's, for DistilBERT
-        return real + size * longest * longest / (2 * 768 + 3072)
-
-    work = packed_work if packed else padded_work
+    work = functools.partial(packed_work, dim=768, hidden=3072) if packed else padded_work  # DistilBERT's
     load = Load(0.0, ForwardTime(fixed_s=fixed_ms / 1e3, per_token_s=per_token_us / 1e6, work=work))
     policy = Policy(size, 0.0, max_batch_tokens=budget)
     at = min(at, len(lengths) - 1)
-    assert _cheapest_run(lengths, at, policy, load.forward_s) == plain_cheapest_run(lengths, at, policy, load)
+    vectorised = collector._cheapest_run(lengths, at, policy, load.forward_s)
+    assert vectorised == plain_cheapest_run(lengths, at, policy, load)
 
 
 # --- priorities and aging ---------------------------------------------------------------------------

@@ -9,17 +9,15 @@ Best of `rounds` rounds of 20 decisions each (the machine is noisy; the best is 
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ForwardTime
+from batcher.model import packed_work
 from bench.simulate import Job, tokens
 from bench.workload import sentences
-
-
-def packed_work(size: int, longest: int, real: int) -> float:  # batcher.packed's, for DistilBERT
-    return real + size * longest * longest / (2 * 768 + 3072)
 
 
 def main() -> None:
@@ -27,7 +25,8 @@ def main() -> None:
     texts = sentences(128, seed=7)
     waiting = [Job(i * 1e-3, tokens(text)) for i, text in enumerate(texts)]
     policy = Policy(16, 0.05, adaptive=True, max_batch_tokens=4096, pool=128)
-    load = Load(300.0, ForwardTime(fixed_s=0.012, per_token_s=4e-5, work=packed_work))
+    distilbert = functools.partial(packed_work, dim=768, hidden=3072)
+    load = Load(300.0, ForwardTime(fixed_s=0.012, per_token_s=4e-5, work=distilbert))
     for count in (32, 64, 128):
         best = float("inf")
         for _ in range(rounds):
