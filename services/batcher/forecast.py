@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+import numpy as np
+
 from batcher.model import padded_work
 
 
@@ -48,32 +50,39 @@ class ForwardTime:
     def __init__(
         self, keep: int = 256, fixed_s: float = 0.01, per_token_s: float = 0.0, work: Work = padded_work
     ) -> None:
-        self._anchors: list[tuple[float, float]] = []
-        self._samples: deque[tuple[float, float]] = deque(maxlen=keep)
+        self._anchors = np.empty((0, 2))  # (work, seconds) of the warm-up's passes
+        self._recent = np.empty((keep, 2))  # the same of the latest `keep` passes, a ring
+        self._added = 0  # passes added to the ring so far
         self._work = work
         self.fixed_s, self.per_token_s = fixed_s, per_token_s
 
     def add(self, size: int, longest: int, real: int, seconds: float, anchor: bool = False) -> None:
-        (self._anchors.append if anchor else self._samples.append)((self._work(size, longest, real), seconds))
+        """One more measured pass, and the line fitted again. Over arrays: with a full ring and
+        the warm-up's passes a loop over the samples took 0.2-0.37 ms of the event loop after each
+        lane's pass, before its results were stored; this takes 23-43 µs
+        (docs/benchmarks/event-loop-cpu/forward-fit-ab.txt)."""
+        sample = (self._work(size, longest, real), seconds)
+        if anchor:
+            self._anchors = np.vstack([self._anchors, sample])
+        else:
+            self._recent[self._added % len(self._recent)] = sample
+            self._added += 1
         self._fit()
 
     def __call__(self, size: int, longest: int, real: int) -> float:
         return self.fixed_s + self.per_token_s * self._work(size, longest, real)
 
     def _fit(self) -> None:
-        samples = [*self._anchors, *self._samples]
+        samples = np.concatenate([self._anchors, self._recent[: min(self._added, len(self._recent))]])
         if len(samples) < 2:
             return
-        weights = [1 / max(y, MIN_SECONDS) ** 2 for _, y in samples]
-        total = sum(weights)
-        mean_x = sum(w * x for w, (x, _) in zip(weights, samples, strict=True)) / total
-        mean_y = sum(w * y for w, (_, y) in zip(weights, samples, strict=True)) / total
-        spread = sum(w * (x - mean_x) ** 2 for w, (x, _) in zip(weights, samples, strict=True))
-        if spread <= 0:  # one shape only: all of it is per-token cost
-            self.fixed_s, self.per_token_s = 0.0, mean_y / mean_x if mean_x else 0.0
+        x, y = samples[:, 0], samples[:, 1]
+        weights = 1 / np.maximum(y, MIN_SECONDS) ** 2
+        total = weights.sum()
+        mean_x, mean_y = weights @ x / total, weights @ y / total
+        if x.min() == x.max():  # one shape only: all of it is per-token cost
+            self.fixed_s, self.per_token_s = 0.0, float(mean_y / mean_x) if mean_x else 0.0
             return
-        slope = (
-            sum(w * (x - mean_x) * (y - mean_y) for w, (x, y) in zip(weights, samples, strict=True)) / spread
-        )
-        self.per_token_s = max(0.0, slope)
-        self.fixed_s = max(0.0, mean_y - self.per_token_s * mean_x)
+        spread = weights @ (x - mean_x) ** 2
+        self.per_token_s = max(0.0, float(weights @ ((x - mean_x) * (y - mean_y)) / spread))
+        self.fixed_s = max(0.0, float(mean_y - self.per_token_s * mean_x))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from batcher.forecast import ArrivalRate, ForwardTime
+from batcher.forecast import MIN_SECONDS, ArrivalRate, ForwardTime
 
 
 def test_arrival_rate_counts_the_window_only() -> None:
@@ -57,3 +59,37 @@ def test_forward_time_fits_what_the_model_says_a_pass_computes() -> None:
     assert forward.fixed_s == pytest.approx(0.005)
     assert forward.per_token_s == pytest.approx(0.0002)
     assert forward(16, 64, 200) == pytest.approx(0.005 + 0.0002 * 200)  # padding costs nothing
+
+
+def plain_fit(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    """The weighted least squares written out one sample at a time: (fixed, per token)."""
+    weights = [1 / max(y, MIN_SECONDS) ** 2 for _, y in samples]
+    total = sum(weights)
+    mean_x = sum(w * x for w, (x, _) in zip(weights, samples, strict=True)) / total
+    mean_y = sum(w * y for w, (_, y) in zip(weights, samples, strict=True)) / total
+    if len({x for x, _ in samples}) == 1:
+        return 0.0, mean_y / mean_x if mean_x else 0.0
+    spread = sum(w * (x - mean_x) ** 2 for w, (x, _) in zip(weights, samples, strict=True))
+    slope = sum(w * (x - mean_x) * (y - mean_y) for w, (x, y) in zip(weights, samples, strict=True)) / spread
+    per_token = max(0.0, slope)
+    return max(0.0, mean_y - per_token * mean_x), per_token
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keep=st.integers(2, 12),
+    anchors=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 512), st.floats(1e-5, 2.0)), max_size=6),
+    passes=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 512), st.floats(1e-5, 2.0)), max_size=40),
+)
+def test_the_fit_is_over_the_anchors_and_the_latest_passes_only(
+    keep: int, anchors: list[tuple[int, int, float]], passes: list[tuple[int, int, float]]
+) -> None:
+    forward = ForwardTime(keep=keep, fixed_s=0.01, per_token_s=0.0)
+    for size, longest, seconds in anchors:
+        forward.add(size, longest, size * longest, seconds, anchor=True)
+    for size, longest, seconds in passes:
+        forward.add(size, longest, size * longest, seconds)
+    samples = [(size * longest, seconds) for size, longest, seconds in [*anchors, *passes[-keep:]]]
+    expected = plain_fit(samples) if len(samples) >= 2 else (0.01, 0.0)
+    assert forward.fixed_s == pytest.approx(expected[0], rel=1e-6, abs=1e-12)
+    assert forward.per_token_s == pytest.approx(expected[1], rel=1e-6, abs=1e-15)
