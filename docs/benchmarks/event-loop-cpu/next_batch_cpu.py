@@ -1,4 +1,4 @@
-"""What one batch decision costs on the event loop: `next_batch` over 32, 64 and 128 waiting
+"""What one batch decision costs on the event loop: `next_batch` over 1, 2, 32, 64 and 128 waiting
 jobs of benchmark lengths, with the default policy and a forward-time model like the one the
 batcher fits for the full-size DistilBERT with packed passes (12 ms + 40 us per token).
 
@@ -27,7 +27,7 @@ def main() -> None:
     policy = Policy(16, 0.05, adaptive=True, max_batch_tokens=4096, pool=128)
     distilbert = functools.partial(packed_work, dim=768, hidden=3072)
     load = Load(300.0, ForwardTime(fixed_s=0.012, per_token_s=4e-5, work=distilbert))
-    for count in (32, 64, 128):
+    for count in (1, 2, 32, 64, 128):
         best = float("inf")
         for _ in range(rounds):
             started = time.perf_counter()
