@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,7 +63,7 @@ def test_forward_time_fits_what_the_model_says_a_pass_computes() -> None:
     assert forward(16, 64, 200) == pytest.approx(0.005 + 0.0002 * 200)  # padding costs nothing
 
 
-def plain_fit(samples: list[tuple[float, float]]) -> tuple[float, float]:
+def plain_fit(samples: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """The weighted least squares written out one sample at a time: (fixed, per token)."""
     weights = [1 / max(y, MIN_SECONDS) ** 2 for _, y in samples]
     total = sum(weights)
