@@ -1,6 +1,7 @@
 """What one hop between processes costs on this machine when they were idle before it: a Redis
-PING, and a task published to RabbitMQ (confirmed, quorum queue, as the ingress publishes)
-until its consumer has it, each after 0, 1, 10 and 100 ms of quiet.
+PING, a task published to RabbitMQ (confirmed, quorum queue, as the ingress publishes) until
+its consumer has it, and a 512-byte append made durable with fdatasync (as a quorum queue's log
+is) on the disk under /var/lib/rabbitmq, each after 0, 1, 10 and 100 ms of quiet.
 
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/idle-wake/idle_wake.py
 """
@@ -8,6 +9,7 @@ until its consumer has it, each after 0, 1, 10 and 100 ms of quiet.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 import uuid
@@ -77,6 +79,25 @@ async def rabbit_delivery() -> None:
         await broker.close()
 
 
+def disk_sync(folder: str = "/var/lib/rabbitmq") -> None:
+    path = os.path.join(folder if os.path.isdir(folder) else ".", f"idle-wake-{uuid.uuid4().hex[:8]}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for gap in GAPS_S:
+            times = []
+            for _ in range(SAMPLES):
+                time.sleep(gap)
+                began = time.perf_counter()
+                os.write(fd, b"x" * 512)
+                os.fdatasync(fd)
+                times.append((time.perf_counter() - began) * 1000)
+            print(f"fdatasync after {gap * 1000:5.0f} ms quiet: p50 {statistics.median(times):.3f} ms")
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 if __name__ == "__main__":
     asyncio.run(redis_ping())
     asyncio.run(rabbit_delivery())
+    disk_sync()
