@@ -31,7 +31,7 @@ def spaced_pass_ms(model: Any, encoded: list[Any], gap_s: float) -> float:
 
 
 def main() -> None:
-    rate = float(sys.argv[1]) if len(sys.argv) > 1 else 8.0
+    rate = float(sys.argv[1]) if len(sys.argv) > 1 else 5.0
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     path = workload.build_model()
     bare, encoded = workload.warm_model(path, "fp32", 2)
