@@ -76,20 +76,13 @@ def bare_model(
     model, encoded = warm_model(path, precision, threads)
     throughput, fifo_padding = fifo_throughput(model, encoded, seconds)
     gap_s = 1 / (light_load * throughput)
-    middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]  # around the median length
-    singles, spaced = [], []
-    for _ in range(3):
-        for e in middle:
-            singles.append(timed_pass(model.predict, e))
-        for e in middle:
-            time.sleep(gap_s)
-            spaced.append(timed_pass(model.predict, e))
+    singles, spaced = single_passes(model, encoded, gap_s)
     del model
     gc.collect()
     return {
         "throughput_per_s": throughput,
-        "single_pass_ms": statistics.median(singles),
-        "single_pass_spaced_ms": statistics.median(spaced),
+        "single_pass_ms": singles,
+        "single_pass_spaced_ms": spaced,
         "light_load_gap_ms": gap_s * 1000,
         "fifo_padding_efficiency": fifo_padding,
     }
@@ -104,6 +97,20 @@ def fifo_throughput(model: Any, encoded: list[Any], seconds: float) -> tuple[flo
         output = model.predict(encoded[at : at + 16])
         done, real, padded = done + 16, real + output.real_tokens, padded + output.padded_tokens
     return done / (time.perf_counter() - started), real / padded
+
+
+def single_passes(model: Any, encoded: list[Any], gap_s: float) -> tuple[float, float]:
+    """The median single-item pass (ms) over sentences around the median length, back to back
+    and each after `gap_s` idle, three rounds of each in turns."""
+    middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]
+    singles, spaced = [], []
+    for _ in range(3):
+        for e in middle:
+            singles.append(timed_pass(model.predict, e))
+        for e in middle:
+            time.sleep(gap_s)
+            spaced.append(timed_pass(model.predict, e))
+    return statistics.median(singles), statistics.median(spaced)
 
 
 def timed_pass(predict: Any, encoded: Any) -> float:

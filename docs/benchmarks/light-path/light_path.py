@@ -12,22 +12,9 @@ from __future__ import annotations
 import asyncio
 import statistics
 import sys
-import time
-from typing import Any
 
 from batchline import codec
 from bench import batching, workload
-
-
-def spaced_pass_ms(model: Any, encoded: list[Any], gap_s: float) -> float:
-    """The median single-item pass, each after `gap_s` idle (the bench's spaced pass)."""
-    middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]
-    times = []
-    for _ in range(3):
-        for e in middle:
-            time.sleep(gap_s)
-            times.append(batching.timed_pass(model.predict, e))
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -42,7 +29,7 @@ def main() -> None:
             batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
         )
         for round_ in range(rounds):
-            single = spaced_pass_ms(bare, encoded, 1 / rate)
+            _, single = batching.single_passes(bare, encoded, 1 / rate)
             texts = batching.sentences(200, seed=7 + round_)
             baseline = asyncio.run(batching.finished_count(targets.ingress))
             ids, _, _ = asyncio.run(batching.open_loop(targets.ingress, texts, rate))
