@@ -45,9 +45,10 @@ BATCH_DATA = {"texts": [f"{TEXTS[i % len(TEXTS)]} #{i}" for i in range(64)]}
 ZERO_COST = {"MODEL_BACKEND": "simulated", "SIM_FIXED_MS": "0", "SIM_PER_TOKEN_MS": "0"}
 # With no batcher consuming, the ingress runs hold every job they accept.
 HOLD_ALL = {**ZERO_COST, "QUEUE_MAX_LENGTH": "1000000", "MAX_INFLIGHT": "8192"}
-# The ingress target runs the ingress as one process per core (INGRESS_PROCESSES); the
-# generator's calls go over 8 connections, which the kernel hands out among the processes.
-# One process on the same load runs beside it, and the floor (one bare gRPC process).
+# The ingress target runs the ingress as deployed by default, one process; the generator's
+# calls go over 8 connections. Beside it the same load goes to one ingress process per core
+# (INGRESS_PROCESSES, the kernel handing the connections out among them) and to the floor (one
+# bare gRPC process).
 INGRESS_PROCESSES = os.cpu_count() or 1
 INGRESS_CONNECTIONS = 8
 
@@ -151,7 +152,7 @@ def accepted(report: dict[str, Any]) -> float:
 
 def run_all(profile: Profile) -> dict[str, Any]:
     results: dict[str, Any] = {
-        "ingress": [], "ingress_one": [], "floor": [], "batch": [], "pipeline": [], "protocols": [],
+        "ingress": [], "ingress_processes": [], "floor": [], "batch": [], "pipeline": [], "protocols": [],
         "sweep": [],
     }  # fmt: skip
     steps = profile.repeats * (4 + 1 + len(PROTOCOLS)) + 2 * len(profile.sweep)
@@ -166,7 +167,7 @@ def run_all(profile: Profile) -> dict[str, Any]:
         tag = f"run {repeat + 1}/{profile.repeats}"
         next_step(
             f"ingress: Submit at {INGRESS_RPS}/s open loop for {profile.duration_s:g}s, "
-            f"native gRPC direct, {INGRESS_PROCESSES} processes ({tag})"
+            f"native gRPC direct, one process ({tag})"
         )
         options = submit(
             "ingress-direct",
@@ -175,9 +176,10 @@ def run_all(profile: Profile) -> dict[str, Any]:
             concurrency=1000,
             connections=INGRESS_CONNECTIONS,
         )
-        results["ingress"].append(measure(options, {**HOLD_ALL, "INGRESS_PROCESSES": str(INGRESS_PROCESSES)}))
-        next_step(f"ingress: the same load on one process ({tag})")
-        results["ingress_one"].append(measure(replace(options, name="ingress-one-process"), HOLD_ALL))
+        results["ingress"].append(measure(options, HOLD_ALL))
+        next_step(f"ingress: the same load on {INGRESS_PROCESSES} processes ({tag})")
+        several = {**HOLD_ALL, "INGRESS_PROCESSES": str(INGRESS_PROCESSES)}
+        results["ingress_processes"].append(measure(replace(options, name="ingress-processes"), several))
         next_step(f"the floor: the same load against a Submit that does no work ({tag})")
         results["floor"].append(measure_floor(options))
 
@@ -257,10 +259,10 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         by_protocol.setdefault(report["name"].removeprefix("saturation-"), []).append(report)
     native = median([r["rps"] for r in by_protocol.get("grpc-direct", [])])
     floor_runs = results.get("floor", [])  # reports from before the floor was measured have none
-    one = results.get("ingress_one", [])  # and from before the ingress ran as several processes
+    several = results.get("ingress_processes", [])
     return {
         "ingress": open_loop(ingress),
-        **({"ingress_one": open_loop(one)} if one else {}),
+        **({"ingress_processes": open_loop(several)} if several else {}),
         **({"floor": open_loop(floor_runs)} if floor_runs else {}),
         "batch": {
             "calls_rps": median([r["rps"] for r in batch]),
@@ -285,7 +287,11 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         },
         "cpu_ms_per_job": {
             f"ingress {INGRESS_RPS}/s": cpu_per_job(ingress),
-            **({f"ingress {INGRESS_RPS}/s, one process": cpu_per_job(one)} if one else {}),
+            **(
+                {f"ingress {INGRESS_RPS}/s, {INGRESS_PROCESSES} processes": cpu_per_job(several)}
+                if several
+                else {}
+            ),
             **({f"the floor {INGRESS_RPS}/s": cpu_per_job(floor_runs)} if floor_runs else {}),
             "SubmitBatch": cpu_per_job(batch),
             f"pipeline {PIPELINE_OFFERED_RPS}/s e2e": cpu_per_job(results["pipeline"]),
@@ -330,10 +336,9 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
     ok = verdicts(summary)
     floor_run = summary.get("floor")  # none in reports from before the floor was measured
     floor_note = f" (the floor, no work: {_f(floor_run['p99_ms'])} ms)" if floor_run else ""
-    one_run = summary.get("ingress_one")  # none in reports from before INGRESS_PROCESSES
+    several_run = summary.get("ingress_processes")
     processes = meta.get("ingress_processes", 1)
-    processes_note = f", {processes} ingress processes" if one_run else ""
-    one_note = f"; one process: p99 {_f(one_run['p99_ms'])} ms" if one_run else ""
+    several_note = f"; {processes} processes: p99 {_f(several_run['p99_ms'])} ms" if several_run else ""
 
     def verdict(met: bool) -> str:
         return "met" if met else "**missed**"
@@ -353,8 +358,8 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "| target | measured | |",
         "|---|---|---|",
         f"| ingress: 2,000 Submit/s for {profile.duration_s:g} s, 100% accepted, p99 ≤ 20 ms "
-        f"(open loop, gRPC direct{processes_note}) | {_f(i['achieved_rps'], 0)}/s achieved, "
-        f"{i['accepted']:.1%} accepted, p99 {_f(i['p99_ms'])} ms{one_note}{floor_note} "
+        f"(open loop, gRPC direct, one ingress process) | {_f(i['achieved_rps'], 0)}/s achieved, "
+        f"{i['accepted']:.1%} accepted, p99 {_f(i['p99_ms'])} ms{several_note}{floor_note} "
         f"| {verdict(ok['ingress'])} |",
         f"| ingress: ≥ 10,000 jobs/s via SubmitBatch of 64 | {_f(b['jobs_rps'], 0)} jobs/s "
         f"({_f(b['calls_rps'], 0)} calls/s, {b['accepted']:.1%} accepted) | {verdict(ok['batch'])} |",
@@ -374,19 +379,20 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "## Ingress: Submit at 2,000/s, open loop",
         "",
         "No batcher consumes, so the queue holds every job (bound raised to 1,000,000): the ingress alone,",
-        f"as {processes} processes on one port (`INGRESS_PROCESSES={processes}`, one per core), the",
-        f"generator's calls over {INGRESS_CONNECTIONS} connections, which the kernel hands out among them.",
-        "Beside it, in each repeat, the same load against one ingress process, and against the floor:",
-        "a Submit that does no work on one bare grpc.aio server process (`python -m bench.floor`), what",
-        "gRPC and the load generator alone cost here. A floor p99 over 20 ms means no single Python",
-        "gRPC server process meets the target on this machine ([`grpc-floor.md`](grpc-floor.md)).",
+        f"one process as deployed by default, the generator's calls over {INGRESS_CONNECTIONS} connections.",
+        f"Beside it, in each repeat, the same load against {processes} ingress processes on one port",
+        f"(`INGRESS_PROCESSES={processes}`, one per core; the kernel hands the connections out among them),",
+        "and against the floor: a Submit that does no work on one bare grpc.aio server process",
+        "(`python -m bench.floor`), what gRPC and the load generator alone cost here. A floor p99 over",
+        "20 ms means no single Python gRPC server process meets the target on this machine",
+        "([`grpc-floor.md`](grpc-floor.md)).",
         "",
         "| server | achieved/s | accepted | p50 ms | p99 ms | send lag p99 ms |",
         "|---|---|---|---|---|---|",
     ]
     rows = (
-        (f"ingress, {processes} processes" if one_run else "ingress", i),
-        ("ingress, one process", one_run),
+        ("ingress, one process", i),
+        (f"ingress, {processes} processes", several_run),
         ("the floor: no work", floor_run),
     )
     for name, row in rows:
@@ -469,7 +475,7 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "",
     ]
     seen = set()
-    for group in ("ingress", "ingress_one", "floor", "batch", "pipeline", "protocols", "sweep"):
+    for group in ("ingress", "ingress_processes", "floor", "batch", "pipeline", "protocols", "sweep"):
         for report in results.get(group, []):
             command = report["batchline"]["command"]
             if command not in seen:

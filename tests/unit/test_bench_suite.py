@@ -89,25 +89,25 @@ def report_text(summary: dict[str, Any]) -> str:
 def test_the_report_sets_the_floor_beside_the_ingress() -> None:
     text = report_text(full_summary(floor_p99=31.5))
     assert "p99 25.0 ms (the floor, no work: 31.5 ms) | **missed**" in text
-    assert "| ingress | 1,990 | 100.00% | 4.0 | 25.0 | 1.0 |" in text
+    assert "| ingress, one process | 1,990 | 100.00% | 4.0 | 25.0 | 1.0 |" in text
     assert "| the floor: no work | 1,990 | 100.00% | 4.0 | 31.5 | 1.0 |" in text
 
 
 def test_a_report_without_a_floor_measurement_leaves_it_out() -> None:
     text = report_text(full_summary(floor_p99=None))
     assert "the floor, no work" not in text and "| the floor: no work |" not in text
-    assert "| ingress | 1,990 |" in text
+    assert "| ingress, one process | 1,990 |" in text
 
 
-def test_the_report_sets_one_ingress_process_beside_several() -> None:
+def test_the_report_sets_several_ingress_processes_beside_the_default_one() -> None:
     summary = full_summary(floor_p99=31.5)
-    summary["ingress_one"] = {**summary["ingress"], "p99_ms": 90.0}
+    summary["ingress_processes"] = {**summary["ingress"], "p99_ms": 90.0}
     meta = {"command": "c", "when": "now", "machine": "a CPU", "cpus": 2, "ingress_processes": 2}
     text = suite.markdown(suite.QUICK, summary, {"sweep": []}, meta)
-    assert "(open loop, gRPC direct, 2 ingress processes)" in text
-    assert "p99 25.0 ms; one process: p99 90.0 ms (the floor, no work: 31.5 ms) | **missed**" in text
-    assert "| ingress, 2 processes | 1,990 | 100.00% | 4.0 | 25.0 | 1.0 |" in text
-    assert "| ingress, one process | 1,990 | 100.00% | 4.0 | 90.0 | 1.0 |" in text
+    assert "(open loop, gRPC direct, one ingress process)" in text
+    assert "p99 25.0 ms; 2 processes: p99 90.0 ms (the floor, no work: 31.5 ms) | **missed**" in text
+    assert "| ingress, one process | 1,990 | 100.00% | 4.0 | 25.0 | 1.0 |" in text
+    assert "| ingress, 2 processes | 1,990 | 100.00% | 4.0 | 90.0 | 1.0 |" in text
 
 
 def test_a_runs_command_names_its_connections_and_its_target() -> None:
