@@ -8,6 +8,13 @@ waiting for it; otherwise *narrow* (its lane's share of the threads), leaving th
 free for the next batch. A wide pass needs every lane free and holds them all, so the threads
 computing never outnumber the cores.
 
+A wide pass always runs in the first lane's thread. PyTorch's OpenMP runtime (libgomp) keeps a
+team of threads for each thread that ran a multi-threaded pass, and once it has more threads
+than CPUs its workers stop spinning between a pass's many parallel regions and sleep: on 2
+vCPUs a lone pass on both threads ran 1.5-1.6 x slower, in every thread, after a second thread
+had run the model on two threads (docs/benchmarks/omp-teams.md). With one lane per core (the
+auto count on 2 cores) only that lane's thread ever runs on more than one.
+
 A model whose passes do not run on CPU threads (CUDA, the simulated model) gets one lane.
 """
 

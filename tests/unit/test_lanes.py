@@ -117,6 +117,23 @@ async def test_each_lane_thread_sets_its_own_thread_count_when_it_changes() -> N
     lanes.shutdown()
 
 
+async def test_only_the_first_lanes_thread_ever_runs_on_more_than_one_thread() -> None:
+    """A second OpenMP team slows every pass (docs/benchmarks/omp-teams.md): the wide pass
+    stays in lane 0's thread whichever lane ran last."""
+    calls: list[tuple[str, int]] = []
+    lanes = Lanes(2, 2, lambda n: calls.append((threading.current_thread().name, n)))
+    first, second = lanes.take(wide=False), lanes.take(wide=False)
+    await asyncio.gather(lanes.run(first, lambda: None), lanes.run(second, lambda: None))
+    lanes.give_back(second)  # the second lane freed last
+    lanes.give_back(first)
+    wide = lanes.take(wide=True)
+    await lanes.run(wide, lambda: None)
+    lanes.give_back(wide)
+    assert {name for name, n in calls if n > 1} == {"model-0_0"}
+    assert ("model-1_0", 1) in calls
+    lanes.shutdown()
+
+
 # --- the batch loop --------------------------------------------------------------------------------
 
 
