@@ -112,7 +112,9 @@ async def watch_dependencies(
     stop: asyncio.Event,
     every_s: float = 1.0,
 ) -> None:
-    """Keep health in step with the dependencies: SERVING only while every check passes."""
+    """Keep health in step with the dependencies: SERVING only while every check passes. A
+    dependency not ready yet at start-up is logged at info (the service is starting); one lost
+    while serving, at warning."""
     checks = list(checks)
     serving: bool | None = None
     while not stop.is_set():
@@ -122,7 +124,9 @@ async def watch_dependencies(
                 await check()
             except Exception as exc:
                 ok = False
-                if serving is not False:
+                if serving is None:
+                    log.info("waiting for a dependency: %s", exc)
+                elif serving:
                     log.warning("dependency check failed: %s", exc)
                 break
         if ok != serving:

@@ -117,3 +117,30 @@ def test_an_unknown_event_loop_is_refused_by_name(monkeypatch: pytest.MonkeyPatc
         with pytest.raises(SettingsError, match=r"EVENT_LOOP='trio': choose uvloop or asyncio"):
             lifecycle.run_service(main())
     assert not started
+
+
+def test_a_dependency_not_ready_at_startup_is_info_and_one_lost_while_serving_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fails = [True, False, True, True]  # starting, ready, lost, still lost; then stop
+    states: list[bool] = []
+    stop = asyncio.Event()
+
+    async def check() -> None:
+        if len(fails) == 1:
+            stop.set()
+        if fails.pop(0):
+            raise ConnectionError("redis down")
+
+    class Server:
+        async def set_serving(self, serving: bool) -> None:
+            states.append(serving)
+
+    caplog.set_level("INFO", logger=lifecycle.log.name)
+    asyncio.run(lifecycle.watch_dependencies(Server(), [check], stop, every_s=0.001))  # type: ignore[arg-type]
+    assert states == [False, True, False]
+    told = [(r.levelname, r.getMessage()) for r in caplog.records if "redis down" in r.getMessage()]
+    assert told == [
+        ("INFO", "waiting for a dependency: redis down"),
+        ("WARNING", "dependency check failed: redis down"),
+    ]
