@@ -1,0 +1,90 @@
+"""Light load on two checkouts of Batchline side by side: the batcher's lone passes, how many
+ran on every thread and how many on one lane's, and what that did to the end to end. Per round,
+each checkout in turn (the other order next round): the bare single-item pass in this process,
+spaced as the jobs are; then a fresh local stack from that checkout (the default policy, fp32)
+offered one job every 1/RATE s, ROUNDS rounds.
+
+    PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/width-learning-ab/ab.py \\
+        NAME=CHECKOUT NAME=CHECKOUT [--rate 16] [--jobs 200] [--rounds 3]
+
+A checkout is a directory holding src/ and services/ (a git worktree of a commit, say). The
+run in ../width-learning-ab.md compared main with the same commit and learning.patch applied:
+
+    git worktree add /tmp/probe-only HEAD && git worktree add /tmp/learning HEAD
+    git -C /tmp/learning apply "$PWD/docs/benchmarks/width-learning-ab/learning.patch"
+    ... ab.py probe-only=/tmp/probe-only learning=/tmp/learning --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import urllib.request
+from pathlib import Path
+
+from batchline import codec
+from bench import batching, stack, workload
+
+
+def passes_by_width(port: int) -> dict[str, float]:
+    """The batcher's batchline_passes_total counters, by width."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {
+        m[1]: float(m[2]) for m in re.finditer(r'^batchline_passes_total\{width="(\w+)"\} (\S+)$', text, re.M)
+    }
+
+
+def one(checkout: str, model: Path, rate: float, jobs: int, seed: int) -> dict[str, float]:
+    os.environ["PYTHONPATH"] = os.pathsep.join(f"{checkout}/{d}" for d in ("src", "services", "."))
+    env, batchers = batching.stack_env("default", model, "fp32")
+    with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
+        warm = batching.sentences(32, seed=1)
+        asyncio.run(
+            batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
+        )
+        [port] = targets.metrics["batcher"]
+        before = passes_by_width(port)
+        baseline = asyncio.run(batching.finished_count(targets.ingress))
+        ids, _, _ = asyncio.run(
+            batching.open_loop(targets.ingress, batching.sentences(jobs, seed=seed), rate)
+        )
+        done = [
+            j for j in asyncio.run(batching.collect(targets.ingress, ids, baseline)) if j.status == codec.DONE
+        ]
+        after = passes_by_width(port)
+    e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
+    return {
+        "e2e_p50_ms": statistics.median(e2e),
+        "pass_p50_ms": statistics.median(j.trace.inference_ms for j in done),
+        "wide": after.get("wide", 0) - before.get("wide", 0),
+        "lane": after.get("lane", 0) - before.get("lane", 0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkouts", nargs=2, help="NAME=DIRECTORY")
+    parser.add_argument("--rate", type=float, default=16.0)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    checkouts = [tuple(c.split("=", 1)) for c in args.checkouts]
+    model = workload.build_model()
+    bare, encoded = workload.warm_model(model, "fp32", 2)
+    for round_ in range(args.rounds):
+        for name, checkout in checkouts if round_ % 2 == 0 else checkouts[::-1]:
+            _, single = batching.single_passes(bare, encoded, 1 / args.rate)
+            got = one(os.path.abspath(checkout), model, args.rate, args.jobs, seed=7 + round_)
+            print(
+                f"round {round_ + 1} {name}: bare spaced pass {single:.2f} ms; e2e p50 "
+                f"{got['e2e_p50_ms']:.2f} ({got['e2e_p50_ms'] - single:+.2f}); pass p50 "
+                f"{got['pass_p50_ms']:.2f}; passes wide {got['wide']:.0f}, on a lane {got['lane']:.0f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
