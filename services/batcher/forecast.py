@@ -26,6 +26,28 @@ class ArrivalRate:
         self._trim(now)
         return len(self._arrivals) / self._window_s
 
+    def held_up(self, now: float, pass_s: float, starts: int = 32) -> float | None:
+        """The wait a pass of `pass_s` starting at an arrival gives the arrivals during it, as
+        the window's arrivals would have had it: for each of the last `starts` arrivals whose
+        next `pass_s` is over, the time each arrival within it waits for the pass to end, summed;
+        the mean over those. None before any such arrival. Arrivals at random at rate r give
+        r x pass_s² / 2 (what `runs_wide` assumes unmeasured); arrivals spaced further apart than
+        `pass_s`, as a steady client sends them, 0: at 16 jobs/s, 62.5 ms apart, with one job's
+        pass near 25 ms on both threads and 44 on one, the random-arrival guess had sent up to
+        162 of 185 lone jobs to one thread (docs/benchmarks/width-learning-ab.md)."""
+        self._trim(now)
+        times = list(self._arrivals)  # indexed below: a deque's middle is slow to reach
+        ends = [i for i, t in enumerate(times) if t + pass_s <= now][-starts:]
+        if not ends:
+            return None
+        total = 0.0
+        for i in ends:
+            end, j = times[i] + pass_s, i + 1
+            while j < len(times) and times[j] < end:
+                total += end - times[j]
+                j += 1
+        return total / len(ends)
+
     def _trim(self, now: float) -> None:
         while self._arrivals and self._arrivals[0] < now - self._window_s:
             self._arrivals.popleft()

@@ -41,11 +41,17 @@ class Lane:
     wide: bool  # holds every lane
 
 
-def runs_wide(size: int, narrow_s: float, wide_s: float, arrival_rate: float) -> bool:
+def runs_wide(
+    size: int, narrow_s: float, wide_s: float, arrival_rate: float, held_up_s: float | None = None
+) -> bool:
     """Whether a pass that would run alone should take every lane: its `size` jobs each finish
-    `narrow_s - wide_s` sooner, while each job arriving during it (`arrival_rate` x `wide_s`
-    of them) waits for it, half the pass on average, instead of starting in a free lane."""
-    return size * (narrow_s - wide_s) > arrival_rate * wide_s * wide_s / 2
+    `narrow_s - wide_s` sooner, while the jobs arriving during it wait for it instead of
+    starting in a free lane: `held_up_s` in all, as the recent arrivals measured it
+    (`ArrivalRate.held_up`), or, unmeasured, what arrivals at random at `arrival_rate` would
+    wait (`arrival_rate` x `wide_s` of them, half the pass each on average)."""
+    if held_up_s is None:
+        held_up_s = arrival_rate * wide_s * wide_s / 2
+    return size * (narrow_s - wide_s) > held_up_s
 
 
 class WidthRatios:

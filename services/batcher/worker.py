@@ -268,7 +268,7 @@ class Batcher:
                     async with asyncio.timeout(decision.wait_s):  # wait_for would make a task per wait
                         await self._wake.wait()
                 continue
-            lane = self._lanes.take(self._runs_wide(batch, load.arrival_rate))
+            lane = self._lanes.take(self._runs_wide(batch, now, load.arrival_rate))
             handed = asyncio.get_running_loop().create_future()
             task = asyncio.create_task(self._run_batch(batch, decision.close_reason, lane, handed))
             self._batches.add(task)
@@ -276,16 +276,16 @@ class Batcher:
             await handed  # admitted and computing (or nothing in it could run)
             self._form()
 
-    def _runs_wide(self, batch: list[Pending], arrival_rate: float) -> bool:
+    def _runs_wide(self, batch: list[Pending], now: float, arrival_rate: float) -> bool:
         """All the threads for a pass that would run alone (every lane free, nothing else
-        waiting) when that pays for the arrivals it makes wait."""
+        waiting) when that pays for the arrivals it makes wait, as the recent arrivals show."""
         if self._lanes.count == 1 or not self._lanes.idle or self._waiting:
             return False
         shape = (len(batch), max(p.tokens for p in batch), sum(p.tokens for p in batch))
         wide = self.warm_times[True](*shape)
         ratio = self.width_ratios(len(batch), shape[1])
         narrow = wide * ratio if ratio is not None else self.warm_times[False](*shape)
-        return runs_wide(len(batch), narrow, wide, arrival_rate)
+        return runs_wide(len(batch), narrow, wide, arrival_rate, self.arrivals.held_up(now, wide))
 
     def _batch_done(self, task: asyncio.Task[None]) -> None:
         """A batch's task ended; if it failed in a way the batcher does not handle, the loop

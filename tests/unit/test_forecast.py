@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 import pytest
@@ -18,6 +19,36 @@ def test_arrival_rate_counts_the_window_only() -> None:
         rate.add(i * 0.01)  # 100 jobs/s for one second
     assert rate.rate(1.0) == pytest.approx(50.0)  # 100 jobs over a 2 s window
     assert rate.rate(3.5) == 0.0  # all of them older than the window
+
+
+def test_a_steady_client_spaced_wider_than_the_pass_is_held_up_by_none_of_it() -> None:
+    arrivals = ArrivalRate(window_s=2.0)
+    assert arrivals.held_up(0.0, 0.025) is None  # nothing seen
+    for i in range(20):
+        arrivals.add(i * 0.0625)  # 16 jobs/s, evenly spaced
+    assert arrivals.held_up(1.25, 0.025) == 0.0
+
+
+def test_arrivals_closer_than_the_pass_each_wait_what_is_left_of_it() -> None:
+    arrivals = ArrivalRate(window_s=2.0)
+    for i in range(50):
+        arrivals.add(i * 0.010)  # every 10 ms
+    # A 25 ms pass from any arrival holds up the next two: 15 and 5 ms.
+    assert arrivals.held_up(0.5, 0.025) == pytest.approx(0.020)
+    burst = ArrivalRate(window_s=2.0)
+    burst.add(0.0, count=3)  # delivered together: two wait the whole pass
+    burst.add(1.0)
+    assert burst.held_up(0.5, 0.025) == pytest.approx((2 * 0.025 + 0.025 + 0) / 3)
+
+
+def test_arrivals_at_random_are_held_up_as_the_rule_assumes_unmeasured() -> None:
+    rng = random.Random(7)
+    arrivals, now, rate, pass_s = ArrivalRate(window_s=10_000.0), 0.0, 20.0, 0.030
+    for _ in range(20_000):
+        now += rng.expovariate(rate)
+        arrivals.add(now)
+    measured = arrivals.held_up(now, pass_s, starts=20_000)
+    assert measured == pytest.approx(rate * pass_s * pass_s / 2, rel=0.1)
 
 
 def test_forward_time_fits_fixed_plus_per_token() -> None:

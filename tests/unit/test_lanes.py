@@ -246,6 +246,32 @@ async def test_a_lone_pass_runs_wide_on_what_small_passes_timed_in_pairs_show() 
     await asyncio.wait_for(running, 5)
 
 
+class SmallGainModel(TwoThreadModel):
+    """A pass of 20 ms on two threads and 21 on one: running wide saves a lone job 1 ms, less
+    than random arrivals at 8 jobs/s would wait for a 20 ms pass (1.6 ms)."""
+
+    def _seconds(self) -> float:
+        return 0.020 if getattr(self._local, "threads", 2) == 2 else 0.021
+
+
+async def test_lone_jobs_a_steady_client_sends_run_wide_where_random_arrivals_would_not() -> None:
+    model = SmallGainModel()
+    batcher, store, broker = await warmed(model)
+    model.gate.set()  # type: ignore[union-attr]  # passes run at once
+    stop = asyncio.Event()
+    running = asyncio.create_task(batcher.run(stop))
+    for _ in range(16):  # 40 ms apart: each pass is over before the next job comes
+        await submit(store, broker, "steady")
+        await asyncio.sleep(0.040)
+    await wait_for(lambda: batcher.counters.done == 16, 5, what="every job done")
+    now = time.monotonic()
+    assert not runs_wide(1, 0.021, 0.020, batcher.arrivals.rate(now))  # what random arrivals say
+    assert batcher.arrivals.held_up(now, 0.020) == 0.0
+    assert [threads for _, threads in model.entered][-4:] == [2, 2, 2, 2]
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+
 async def test_jobs_waiting_together_run_side_by_side_on_a_thread_each() -> None:
     model = TwoThreadModel()
     batcher, store, _, ids, stop, running = await two_passes_held(model)
