@@ -8,7 +8,8 @@ offered one job every 1/RATE s, ROUNDS rounds.
         NAME=CHECKOUT NAME=CHECKOUT [--rate 16] [--jobs 200] [--rounds 3]
 
 A checkout is a directory holding src/ and services/ (a git worktree of a commit, say). The
-run in ../width-learning-ab.md compared main with the same commit and learning.patch applied:
+runs in ../width-learning-ab.md compared 1c2a657 (random arrivals assumed) with 1b09328 (the
+wait measured), and main at the time with the same commit and learning.patch applied:
 
     git worktree add /tmp/probe-only HEAD && git worktree add /tmp/learning HEAD
     git -C /tmp/learning apply "$PWD/docs/benchmarks/width-learning-ab/learning.patch"
