@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 from batchline import codec
+from batchline.v1 import job_pb2
 from bench import batching, stack, workload
 
 
@@ -38,7 +39,12 @@ def passes_by_width(port: int) -> dict[str, float]:
     }
 
 
-def one(checkout: str, model: Path, rate: float, jobs: int, seed: int) -> dict[str, float]:
+def cell(
+    checkout: str, model: Path, rate: float, jobs: int, seed: int
+) -> tuple[list[job_pb2.Job], dict[str, float]]:
+    """A fresh local stack from `checkout` (the default policy, fp32), warmed by a backlog of
+    32, then offered `jobs` sentences evenly spaced at `rate`: the jobs that ended DONE, and
+    how many passes ran meanwhile on every thread (`wide`) and on one lane's (`lane`)."""
     os.environ["PYTHONPATH"] = os.pathsep.join(f"{checkout}/{d}" for d in ("src", "services", "."))
     env, batchers = batching.stack_env("default", model, "fp32")
     with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
@@ -56,12 +62,16 @@ def one(checkout: str, model: Path, rate: float, jobs: int, seed: int) -> dict[s
             j for j in asyncio.run(batching.collect(targets.ingress, ids, baseline)) if j.status == codec.DONE
         ]
         after = passes_by_width(port)
+    return done, {width: after.get(width, 0) - before.get(width, 0) for width in ("wide", "lane")}
+
+
+def one(checkout: str, model: Path, rate: float, jobs: int, seed: int) -> dict[str, float]:
+    done, passes = cell(checkout, model, rate, jobs, seed)
     e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
     return {
         "e2e_p50_ms": statistics.median(e2e),
         "pass_p50_ms": statistics.median(j.trace.inference_ms for j in done),
-        "wide": after.get("wide", 0) - before.get("wide", 0),
-        "lane": after.get("lane", 0) - before.get("lane", 0),
+        **passes,
     }
 
 

@@ -14,7 +14,6 @@ say: `narrow.patch` never runs a pass wide, `wide.patch` always does when it can
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import sys
@@ -23,37 +22,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "width-learning-ab"))
 
-from ab import passes_by_width  # width-learning-ab/ab.py
+from ab import cell  # width-learning-ab/ab.py
 
 from batchline import codec
-from bench import batching, stack, workload
+from bench import batching, workload
 
 
 def one(checkout: str, model: Path, rate: float, jobs: int, seed: int) -> dict[str, Any]:
-    os.environ["PYTHONPATH"] = os.pathsep.join(f"{checkout}/{d}" for d in ("src", "services", "."))
-    env, batchers = batching.stack_env("default", model, "fp32")
-    with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
-        warm = batching.sentences(32, seed=1)
-        asyncio.run(
-            batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
-        )
-        [port] = targets.metrics["batcher"]
-        before = passes_by_width(port)
-        baseline = asyncio.run(batching.finished_count(targets.ingress))
-        texts = batching.sentences(jobs, seed=seed)
-        ids, _, _ = asyncio.run(batching.open_loop(targets.ingress, texts, rate))
-        done = [
-            j for j in asyncio.run(batching.collect(targets.ingress, ids, baseline)) if j.status == codec.DONE
-        ]
-        after = passes_by_width(port)
+    done, passes = cell(checkout, model, rate, jobs, seed)
     e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
     return {
         "done": len(done),
         "e2e_ms": {p: batching.pct(e2e, p) for p in (50, 90, 99)},
         "pass_p50_ms": statistics.median(j.trace.inference_ms for j in done),
         "batch_mean": statistics.mean(j.trace.batch_size for j in done),
-        "wide": after.get("wide", 0) - before.get("wide", 0),
-        "lane": after.get("lane", 0) - before.get("lane", 0),
+        **passes,
     }
 
 
