@@ -7,7 +7,8 @@ All in one run, side by side:
 
 1. the bare model: forward passes per second at batch 16 (random batches, as a naive server
    forms them) and one single-item pass, back to back and spaced as light load spaces jobs,
-   in the process, before the services start;
+   in the process, before the services start; the spaced pass again just before each
+   light-load cell, with its stack idle (the machine's speed moves over a run this long);
 2. configs 1:0 (no batching), 16:50 and 16:0 (FIFO, fixed window / greedy) and the default
    (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity and at
    40 req/s, open loop, the configs taking turns within each repeat; the default also with one
@@ -27,13 +28,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
+import math
 import os
 import shlex
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -273,9 +277,13 @@ def measure_config(
     loads: list[float],
     repeat: int,
     duration_s: float,
+    spaced_pass: Callable[[float], float] | None = None,
 ) -> list[dict[str, Any]]:
     """One pass over `loads` on a fresh stack: repeat `repeat` of every cell of this config.
-    Every config sees the same arrivals at a given load and repeat."""
+    Every config sees the same arrivals at a given load and repeat. With `spaced_pass` (the bare
+    model's single-item pass in this process after an idle gap of the given seconds, in ms),
+    the lightest load's cell is preceded by that pass, timed with the stack idle and spaced as
+    the cell spaces its jobs: what the light-load overhead is read against."""
     env, batchers = stack_env(name, model, precision)
     results = []
     with stack.start("local", env, batchers=batchers, envoy=False) as targets:
@@ -285,10 +293,13 @@ def measure_config(
             rate = load * capacity
             # At least 200 jobs, so a p99 is not just the slowest of a few dozen.
             texts = sentences(max(200, int(rate * duration_s)), seed=1000 * repeat + int(load * 100))
+            before = spaced_pass(1 / rate) if spaced_pass is not None and load == min(loads) else None
             baseline = asyncio.run(finished_count(targets.ingress))
             ids, wall, lag = asyncio.run(open_loop(targets.ingress, texts, rate))
             jobs = asyncio.run(collect(targets.ingress, ids, baseline))
             summary = Run(name, load, rate, jobs, wall, lag).summary()
+            if before is not None:
+                summary["bare_spaced_pass_before_ms"] = before
             results.append(summary)
             progress(
                 f"{name:>7} {precision} load {load:.0%} ({rate:.0f}/s) #{repeat + 1}: "
@@ -389,6 +400,17 @@ def median_of(runs: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in runs))
 
 
+def light_against_before(runs: list[dict[str, Any]], light: float) -> float:
+    """The default's end-to-end p50 at light load over the bare spaced pass timed just before
+    the same cell, the median over its cells; NaN for runs that did not time one."""
+    group = [
+        r["e2e_p50_ms"] - r["bare_spaced_pass_before_ms"]
+        for r in runs
+        if r["config"] == "default" and r["load"] == light and "bare_spaced_pass_before_ms" in r
+    ]
+    return float(statistics.median(group)) if group else float("nan")
+
+
 def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
     bare, runs, saturation = raw["bare"], raw["runs"], raw["saturation"]
     configs = list(CONFIGS)
@@ -467,6 +489,9 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "light_load_overhead_vs_spaced_ms": table[("default", light)]["e2e_p50_ms"]
         - fp32.get("single_pass_spaced_ms", float("nan")),
         "light_load_outside_model_p50_ms": table[("default", light)]["outside_model_p50_ms"],
+        # Each light-load cell against the spaced pass timed just before it (the machine's
+        # speed moves over a run this long), the median over the default's cells.
+        "light_load_overhead_vs_spaced_before_ms": light_against_before(runs, light),
         "p99_near_40_rps_ms": table[("default", at_40)]["e2e_p99_ms"],
         "p99_near_40_rps_offered": table[("default", at_40)]["offered_rps"],
         "p99_at_90pct_ms": table[("default", max(loads))]["e2e_p99_ms"],
@@ -523,7 +548,13 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"{light:.0%} load). End-to-end p50 at {light:.0%} load: {summary['light_load_p50_ms']:.1f} ms: "
         f"{summary['light_load_overhead_ms']:+.1f} ms over the",
         f"back-to-back pass, {summary['light_load_overhead_vs_spaced_ms']:+.1f} ms over the spaced one; "
-        "time outside the forward pass, from each",
+        + (
+            f"{before:+.1f} ms over the spaced pass timed again just before each cell (median over the "
+            "cells); "
+            if not math.isnan(before := summary["light_load_overhead_vs_spaced_before_ms"])
+            else ""
+        )
+        + "time outside the forward pass, from each",
         f"job's trace: p50 {summary['light_load_outside_model_p50_ms']:.1f} ms.",
         f"p99 at {summary['p99_near_40_rps_offered']:.0f} req/s (fp32, default): "
         f"**{summary['p99_near_40_rps_ms']:.0f} ms**. Default p99 / best fixed config p99, worst load: "
@@ -678,10 +709,20 @@ def main(argv: list[str] | None = None) -> None:
         done.save()
     capacity = done.bare["fp32"]["throughput_per_s"]
     loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})
+
+    @functools.cache
+    def reference() -> tuple[Any, list[Any]]:  # loaded for the first cell measured, if any
+        return warm_model(model, "fp32", threads)
+
+    def spaced_pass(gap_s: float) -> float:  # the light-load cells' own reference
+        return single_passes(*reference(), gap_s)[1]
+
     for repeat in range(args.repeats):
         for config in turns(args.configs, repeat):
             if (step := f"cells {config} #{repeat + 1}") not in done.steps:
-                done.runs += measure_config(config, model, "fp32", capacity, loads, repeat, args.duration)
+                done.runs += measure_config(
+                    config, model, "fp32", capacity, loads, repeat, args.duration, spaced_pass
+                )
                 done.steps.append(step)
                 done.save()
     for precision in precisions:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,20 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     assert (tmp_path / "batching.png").stat().st_size > 10_000
 
 
+def test_light_load_is_read_against_the_pass_timed_before_each_cell() -> None:
+    cells = [
+        {**run("default", 0.1, 100), "e2e_p50_ms": p50, "bare_spaced_pass_before_ms": before}
+        for p50, before in [(40.0, 36.0), (39.0, 27.0), (38.0, 34.0)]
+    ]
+    others = [
+        {**run("16:0", 0.1, 100), "bare_spaced_pass_before_ms": 1.0},  # another config
+        {**run("default", 0.3, 100), "bare_spaced_pass_before_ms": 1.0},  # not the light load
+        run("default", 0.1, 100),  # an older run's cell: no pass timed before it
+    ]
+    assert batching.light_against_before(cells + others, 0.1) == 4.0  # of +4, +12, +4
+    assert math.isnan(batching.light_against_before(others[2:], 0.1))
+
+
 def test_the_policy_simulation_ranks_the_default_first_under_load() -> None:
     from bench.simulate import POLICIES, simulate
 
@@ -173,7 +188,7 @@ def test_a_run_that_dies_goes_on_with_resume_measuring_nothing_twice(
     failing = {"saturation": True}
 
     def cells(
-        name: str, _m: Path, _p: str, _c: float, loads: list[float], repeat: int, _d: float
+        name: str, _m: Path, _p: str, _c: float, loads: list[float], repeat: int, _d: float, _s: Any
     ) -> list[Any]:
         measured.append(f"cells {name} #{repeat + 1}")
         return [{"config": name, "load": load, "repeat": repeat} for load in loads]
