@@ -411,6 +411,20 @@ def light_against_before(runs: list[dict[str, Any]], light: float) -> float:
     return float(statistics.median(group)) if group else float("nan")
 
 
+def loads_against_later_bare(start: float, beside: float, loads: list[float]) -> list[str]:
+    """The loads are fractions of the bare rate timed at the start; the machine's speed moves
+    over a run this long, so also say what they were of the bare rate timed beside the
+    saturation runs, at the end (nothing when that was not timed)."""
+    if math.isnan(beside):
+        return []
+    shares = ", ".join(f"{load * start / beside:.0%}" for load in loads)
+    return [
+        f"The loads are fractions of the bare fp32 rate timed at the start, {start:.1f} sequences/s;",
+        f"against the one timed beside the saturation runs, {beside:.1f}/s, they were {shares}.",
+        "",
+    ]
+
+
 def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
     bare, runs, saturation = raw["bare"], raw["runs"], raw["saturation"]
     configs = list(CONFIGS)
@@ -585,6 +599,7 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "policy with one pass at a time on both cores; `default, again` is the default unchanged, the",
         "control.",
         "",
+        *loads_against_later_bare(fp32["throughput_per_s"], summary["bare_fp32_beside_saturation_per_s"], loads),
         "| load | config | offered/s | done/s | p50 ms | p90 ms | p99 ms | compute/job ms "
         "| mean batch | padding |",
         "|---|---|---|---|---|---|---|---|---|---|",

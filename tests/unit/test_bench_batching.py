@@ -131,6 +131,13 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     assert (tmp_path / "batching.png").stat().st_size > 10_000
 
 
+def test_the_loads_are_also_read_against_the_bare_rate_timed_later() -> None:
+    # A start in a slow moment: 60/s then, 80/s beside the saturation runs.
+    lines = batching.loads_against_later_bare(60.0, 80.0, [0.1, 0.9])
+    assert "60.0 sequences/s" in lines[0] and "80.0/s, they were 8%, 68%." in lines[1]
+    assert batching.loads_against_later_bare(60.0, math.nan, [0.1]) == []  # not timed: nothing said
+
+
 def test_light_load_is_read_against_the_pass_timed_before_each_cell() -> None:
     cells = [
         {**run("default", 0.1, 100), "e2e_p50_ms": p50, "bare_spaced_pass_before_ms": before}
