@@ -37,12 +37,14 @@ import shlex
 import statistics
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from batchline import codec
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
@@ -269,6 +271,21 @@ def stack_env(name: str, model: Path, precision: str) -> tuple[dict[str, str], i
     return env, int(env.pop("BATCHERS", "1"))
 
 
+def pass_widths(ports: list[int]) -> dict[str, float]:
+    """The batchers' forward passes so far by width, from their /metrics: `wide` (alone, on
+    every thread) and `lane` (on one lane's share)."""
+    counts = {"wide": 0.0, "lane": 0.0}
+    for port in ports:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.name == "batchline_passes":
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        counts[sample.labels["width"]] += sample.value
+    return counts
+
+
 def measure_config(
     name: str,
     model: Path,
@@ -286,7 +303,7 @@ def measure_config(
     the cell spaces its jobs: what the light-load overhead is read against."""
     env, batchers = stack_env(name, model, precision)
     results = []
-    with stack.start("local", env, batchers=batchers, envoy=False) as targets:
+    with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
         warm = sentences(32, seed=1)  # first calls through the fresh services
         asyncio.run(collect(targets.ingress, asyncio.run(backlog(targets.ingress, warm)), 0))
         for load in loads:
@@ -295,16 +312,20 @@ def measure_config(
             texts = sentences(max(200, int(rate * duration_s)), seed=1000 * repeat + int(load * 100))
             before = spaced_pass(1 / rate) if spaced_pass is not None and load == min(loads) else None
             baseline = asyncio.run(finished_count(targets.ingress))
+            widths = pass_widths(targets.metrics["batcher"])
             ids, wall, lag = asyncio.run(open_loop(targets.ingress, texts, rate))
             jobs = asyncio.run(collect(targets.ingress, ids, baseline))
             summary = Run(name, load, rate, jobs, wall, lag).summary()
+            after = pass_widths(targets.metrics["batcher"])
+            summary |= {f"{width}_passes": after[width] - widths[width] for width in after}
             if before is not None:
                 summary["bare_spaced_pass_before_ms"] = before
             results.append(summary)
             progress(
                 f"{name:>7} {precision} load {load:.0%} ({rate:.0f}/s) #{repeat + 1}: "
                 f"p50 {summary['e2e_p50_ms']:.0f} ms, p99 {summary['e2e_p99_ms']:.0f} ms, "
-                f"batch {summary['mean_batch_size']:.1f}, padding {summary['padding_efficiency']:.2f}"
+                f"batch {summary['mean_batch_size']:.1f}, padding {summary['padding_efficiency']:.2f}, "
+                f"passes wide / on a lane {summary['wide_passes']:.0f} / {summary['lane_passes']:.0f}"
             )
     return results
 
@@ -411,6 +432,15 @@ def light_against_before(runs: list[dict[str, Any]], light: float) -> float:
     return float(statistics.median(group)) if group else float("nan")
 
 
+def light_widths(runs: list[dict[str, Any]], light: float) -> tuple[float, float]:
+    """The default's passes at light load, on every thread and on a lane, summed over its
+    cells; NaN for runs that did not count them."""
+    group = [r for r in runs if r["config"] == "default" and r["load"] == light and "wide_passes" in r]
+    if not group:
+        return float("nan"), float("nan")
+    return sum(r["wide_passes"] for r in group), sum(r["lane_passes"] for r in group)
+
+
 def loads_against_later_bare(start: float, beside: float, loads: list[float]) -> list[str]:
     """The loads are fractions of the bare rate timed at the start; the machine's speed moves
     over a run this long, so also say what they were of the bare rate timed beside the
@@ -506,6 +536,9 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         # Each light-load cell against the spaced pass timed just before it (the machine's
         # speed moves over a run this long), the median over the default's cells.
         "light_load_overhead_vs_spaced_before_ms": light_against_before(runs, light),
+        # Whether its lone passes ran on every thread (`MODEL_LANES`' width rule).
+        "light_load_wide_passes": light_widths(runs, light)[0],
+        "light_load_lane_passes": light_widths(runs, light)[1],
         "p99_near_40_rps_ms": table[("default", at_40)]["e2e_p99_ms"],
         "p99_near_40_rps_offered": table[("default", at_40)]["offered_rps"],
         "p99_at_90pct_ms": table[("default", max(loads))]["e2e_p99_ms"],
@@ -569,7 +602,13 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
             else ""
         )
         + "time outside the forward pass, from each",
-        f"job's trace: p50 {summary['light_load_outside_model_p50_ms']:.1f} ms.",
+        f"job's trace: p50 {summary['light_load_outside_model_p50_ms']:.1f} ms."
+        + (
+            f" Its passes at {light:.0%} load: {wide:.0f} on every thread, "
+            f"{summary['light_load_lane_passes']:.0f} on one lane's share."
+            if not math.isnan(wide := summary["light_load_wide_passes"])
+            else ""
+        ),
         f"p99 at {summary['p99_near_40_rps_offered']:.0f} req/s (fp32, default): "
         f"**{summary['p99_near_40_rps_ms']:.0f} ms**. Default p99 / best fixed config p99, worst load: "
         f"{summary['default_vs_best_p99_ratio']:.2f}; two runs of the default itself "
@@ -599,7 +638,9 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "policy with one pass at a time on both cores; `default, again` is the default unchanged, the",
         "control.",
         "",
-        *loads_against_later_bare(fp32["throughput_per_s"], summary["bare_fp32_beside_saturation_per_s"], loads),
+        *loads_against_later_bare(
+            fp32["throughput_per_s"], summary["bare_fp32_beside_saturation_per_s"], loads
+        ),
         "| load | config | offered/s | done/s | p50 ms | p90 ms | p99 ms | compute/job ms "
         "| mean batch | padding |",
         "|---|---|---|---|---|---|---|---|---|---|",

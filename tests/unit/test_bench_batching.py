@@ -152,6 +152,20 @@ def test_light_load_is_read_against_the_pass_timed_before_each_cell() -> None:
     assert math.isnan(batching.light_against_before(others[2:], 0.1))
 
 
+def test_the_light_loads_passes_are_counted_by_width() -> None:
+    counted = [
+        {**run("default", 0.1, 100), "wide_passes": wide, "lane_passes": lane}
+        for wide, lane in [(190.0, 10.0), (200.0, 0.0)]
+    ]
+    others = [
+        {**run("16:0", 0.1, 100), "wide_passes": 1.0, "lane_passes": 1.0},  # another config
+        {**run("default", 0.3, 100), "wide_passes": 1.0, "lane_passes": 1.0},  # not the light load
+        run("default", 0.1, 100),  # an older run's cell: not counted
+    ]
+    assert batching.light_widths(counted + others, 0.1) == (390.0, 10.0)
+    assert all(math.isnan(n) for n in batching.light_widths(others, 0.1))
+
+
 def test_the_policy_simulation_ranks_the_default_first_under_load() -> None:
     from bench.simulate import POLICIES, simulate
 
