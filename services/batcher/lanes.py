@@ -24,6 +24,7 @@ import asyncio
 import math
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -81,6 +82,47 @@ class WidthRatios:
         return ", ".join(
             f"{size}x{tokens}: {ratio:.2f}" for (size, tokens), ratio in sorted(self._ratios.items())
         )
+
+
+class LoneWidths:
+    """What lone passes in traffic say about the width rule's two times, and now and then a lone
+    pass on the width the rule did not choose, so that both stay measured.
+
+    The rule's times come from the warm-up once (the fitted wide time, and the ratio the small
+    passes timed in pairs gave), and on a shared machine the probe can land on the wrong side:
+    a fresh batcher whose probe saw no gain ran every lone pass of its life on one lane's share
+    (docs/benchmarks/width-explore-ab.md). So each lone pass's time over what the rule expected
+    of it goes into its width's window, and once both windows hold `min_samples` each width's
+    expected time is scaled by its window's median. Only the width chosen would ever be timed
+    again, and a spell of slow passes on it would then decide for good
+    (docs/benchmarks/width-learning-ab.md): after `explore_every` lone passes in a row on one
+    width, the next lone pass runs on the other."""
+
+    def __init__(self, window: int = 8, min_samples: int = 3, explore_every: int = 32) -> None:
+        self._scales: dict[bool, deque[float]] = {False: deque(maxlen=window), True: deque(maxlen=window)}
+        self._min_samples = min_samples
+        self._explore_every = explore_every
+        self._last: bool | None = None  # the width of the last lone pass
+        self._streak = 0  # lone passes in a row on it
+
+    def scale(self, wide: bool) -> float:
+        """How much longer than the warm-up said this width's lone passes take (1.0 until
+        both widths have been timed in traffic `min_samples` times)."""
+        if min(len(window) for window in self._scales.values()) < self._min_samples:
+            return 1.0
+        return statistics.median(self._scales[wide])
+
+    def choose(self, wide: bool) -> bool:
+        """The width for a lone pass the rule would run `wide`."""
+        if self._last is not None and self._streak >= self._explore_every:
+            wide = not self._last
+        self._streak = self._streak + 1 if wide == self._last else 1
+        self._last = wide
+        return wide
+
+    def add(self, wide: bool, seconds: float, expected_s: float) -> None:
+        """A lone pass took `seconds` where the warm-up's times said `expected_s`."""
+        self._scales[wide].append(seconds / max(expected_s, 1e-6))
 
 
 def lane_count(asked: int, threads: int) -> int:

@@ -25,7 +25,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from batcher import metrics
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ArrivalRate, ForwardTime
-from batcher.lanes import Lane, Lanes, WidthRatios, lane_count, runs_wide
+from batcher.lanes import Lane, Lanes, LoneWidths, WidthRatios, lane_count, runs_wide
 from batcher.model import BatchOutput, Encoded, Model, ModelError, Prediction
 from batcher.settings import BatcherSettings
 from batchline import codec, tracing
@@ -122,6 +122,7 @@ class Batcher:
         # flipped the choice back and forth at a steady 8 jobs/s.
         self.warm_times = {wide: ForwardTime(work=model.work) for wide in (False, True)}
         self.width_ratios = WidthRatios()
+        self.lone_widths = LoneWidths()  # the two times as lone passes in traffic show them
         self._waiting: list[Pending] = []
         self._wake = asyncio.Event()  # an arrival, a lane freed, or the stop
         self._lane_freed = asyncio.Event()  # a lane freed, or the stop: arrivals cannot help then
@@ -268,24 +269,33 @@ class Batcher:
                     async with asyncio.timeout(decision.wait_s):  # wait_for would make a task per wait
                         await self._wake.wait()
                 continue
-            lane = self._lanes.take(self._runs_wide(batch, now, load.arrival_rate))
+            wide, expected_s = self._width(batch, now, load.arrival_rate)
+            lane = self._lanes.take(wide)
             handed = asyncio.get_running_loop().create_future()
-            task = asyncio.create_task(self._run_batch(batch, decision.close_reason, lane, handed))
+            running = self._run_batch(batch, decision.close_reason, lane, handed, expected_s)
+            task = asyncio.create_task(running)
             self._batches.add(task)
             task.add_done_callback(self._batch_done)
             await handed  # admitted and computing (or nothing in it could run)
             self._form()
 
-    def _runs_wide(self, batch: list[Pending], now: float, arrival_rate: float) -> bool:
-        """All the threads for a pass that would run alone (every lane free, nothing else
-        waiting) when that pays for the arrivals it makes wait, as the recent arrivals show."""
+    def _width(self, batch: list[Pending], now: float, arrival_rate: float) -> tuple[bool, float | None]:
+        """Whether the pass runs wide, and for a pass that would run alone (every lane free,
+        nothing else waiting) the time the warm-up expects of it on that width. A lone pass
+        takes all the threads when that pays for the arrivals it makes wait, as the recent
+        arrivals show, on each width's time as lone passes in traffic show it (`LoneWidths`)."""
         if self._lanes.count == 1 or not self._lanes.idle or self._waiting:
-            return False
+            return False, None
         shape = (len(batch), max(p.tokens for p in batch), sum(p.tokens for p in batch))
-        wide = self.warm_times[True](*shape)
+        wide_s = self.warm_times[True](*shape)
         ratio = self.width_ratios(len(batch), shape[1])
-        narrow = wide * ratio if ratio is not None else self.warm_times[False](*shape)
-        return runs_wide(len(batch), narrow, wide, arrival_rate, self.arrivals.held_up(now, wide))
+        narrow_s = wide_s * ratio if ratio is not None else self.warm_times[False](*shape)
+        expected = {True: wide_s, False: narrow_s}
+        narrow_s, wide_s = (expected[w] * self.lone_widths.scale(w) for w in (False, True))
+        wide = self.lone_widths.choose(
+            runs_wide(len(batch), narrow_s, wide_s, arrival_rate, self.arrivals.held_up(now, wide_s))
+        )
+        return wide, expected[wide]
 
     def _batch_done(self, task: asyncio.Task[None]) -> None:
         """A batch's task ended; if it failed in a way the batcher does not handle, the loop
@@ -301,7 +311,12 @@ class Batcher:
         self._formed = asyncio.Event()
 
     async def _run_batch(
-        self, batch: list[Pending], close_reason: int, lane: Lane, handed: asyncio.Future[None]
+        self,
+        batch: list[Pending],
+        close_reason: int,
+        lane: Lane,
+        handed: asyncio.Future[None],
+        expected_s: float | None = None,
     ) -> None:
         """Admit, then start the forward pass at once: RUNNING is written while the model
         computes. When the pass ends its lane is free; the results are stored (and acked) once
@@ -310,7 +325,7 @@ class Batcher:
         between two bf16 passes at saturation here. A store outage sends the batch back to the
         queue and holds the lane a moment before it is tried again."""
         try:
-            computed = await self._compute(batch, lane, handed)
+            computed = await self._compute(batch, lane, handed, expected_s)
         except Unavailable as exc:
             if not handed.done():
                 handed.set_result(None)  # the loop may use the other lanes meanwhile
@@ -332,7 +347,7 @@ class Batcher:
             await self._store_results(computed, close_reason)
 
     async def _compute(
-        self, batch: list[Pending], lane: Lane, handed: asyncio.Future[None]
+        self, batch: list[Pending], lane: Lane, handed: asyncio.Future[None], expected_s: float | None = None
     ) -> Computed | None:
         runnable = await self._admit(batch)
         if not runnable:
@@ -352,7 +367,9 @@ class Batcher:
         }
         running = [self._running(p, batch_id, len(runnable), started) for p in runnable]
         _mark(running, spans)
-        computing = asyncio.create_task(self._infer(runnable, lane))
+        # A lone pass's time is compared with the warm-up's only if it ran what was planned.
+        lone = expected_s if len(runnable) == len(batch) else None
+        computing = asyncio.create_task(self._infer(runnable, lane, lone))
         handed.set_result(None)
         try:
             await self._store.transition_many(running)  # forward-only: never lands after DONE
@@ -489,8 +506,9 @@ class Batcher:
             await self._expire(expired)
         return runnable
 
-    async def _infer(self, items: list[Pending], lane: Lane) -> list[Pass]:
-        """One forward pass; if it fails, retry each half, so only the bad input fails."""
+    async def _infer(self, items: list[Pending], lane: Lane, expected_s: float | None = None) -> list[Pass]:
+        """One forward pass; if it fails, retry each half, so only the bad input fails.
+        `expected_s`: a lone pass's time as the warm-up expects it (`LoneWidths`)."""
         batch = [p.encoded for p in items]
         started = time.perf_counter()
         try:
@@ -507,6 +525,8 @@ class Batcher:
         seconds = time.perf_counter() - started
         if not lane.wide:  # what the policy plans with: a lane's pass
             self.forward.add(len(batch), max(e.tokens for e in batch), output.real_tokens, seconds)
+        if expected_s is not None:
+            self.lone_widths.add(lane.wide, seconds, expected_s)
         return [Pass(items, output, None, seconds * 1000)]
 
     # --- records -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from batcher.lanes import Lanes, WidthRatios, lane_count, runs_wide
+from batcher.lanes import Lanes, LoneWidths, WidthRatios, lane_count, runs_wide
 from batcher.model import BatchOutput, Encoded
 from batcher.settings import BatcherSettings
 from batcher.worker import Batcher
@@ -52,6 +52,28 @@ def test_width_ratios_come_from_the_probed_shape_nearest_the_pass() -> None:
     assert ratios(3, 18) == pytest.approx(1.3)  # 3 jobs: nearer 4 than 1
     assert ratios(8, 18) is None  # beyond the probed sizes: the fitted times decide
     assert WidthRatios()(1, 18) is None
+
+
+def test_after_a_streak_on_one_width_the_next_lone_pass_runs_on_the_other() -> None:
+    widths = LoneWidths(explore_every=3)
+    assert [widths.choose(False) for _ in range(8)] == [False, False, False, True, False, False, False, True]
+    widths = LoneWidths(explore_every=3)
+    assert [widths.choose(w) for w in (True, False, True, False)] == [True, False, True, False]  # no streak
+
+
+def test_lone_passes_rescale_the_warm_ups_times_only_once_both_widths_are_timed() -> None:
+    widths = LoneWidths(min_samples=2)
+    for seconds in (0.030, 0.033, 0.036):  # on a lane: 1.2-1.44 x what the warm-up said
+        widths.add(False, seconds, 0.025)
+    widths.add(True, 0.020, 0.025)
+    assert widths.scale(False) == widths.scale(True) == 1.0  # one wide pass is not enough
+    widths.add(True, 0.021, 0.025)
+    assert widths.scale(False) == pytest.approx(1.32) and widths.scale(True) == pytest.approx(0.82)
+    window = LoneWidths(window=2, min_samples=1)
+    for seconds in (0.100, 0.020, 0.020):  # the oldest leaves the window
+        window.add(True, seconds, 0.020)
+    window.add(False, 0.020, 0.020)
+    assert window.scale(True) == 1.0
 
 
 async def test_paired_timing_takes_the_widths_in_turns_after_a_warming_round() -> None:
@@ -242,6 +264,41 @@ async def test_a_lone_pass_runs_wide_on_what_small_passes_timed_in_pairs_show() 
     await wait_for(lambda: model.entered == [("alone", 2)], 5, what="a wide pass")
     model.release()
     await wait_for(lambda: batcher.counters.done == 1, 5, what="the job done")
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+
+class ProbeBlindModel(FitsBlindModel):
+    """Until `blind` is cleared (the warm-up and the pairs it times) its passes take 30 ms on
+    two threads and 25 on one, so the probe sees a loss in a wide pass; then 20 ms on two
+    threads and 30 on one."""
+
+    blind = True
+
+    def _seconds(self) -> float:
+        if self.blind:
+            return 0.030 if getattr(self._local, "threads", 2) == 2 else 0.025
+        return super()._seconds()
+
+
+async def test_lone_jobs_turn_to_every_thread_when_traffic_shows_what_the_probe_missed() -> None:
+    model = ProbeBlindModel()
+    batcher, store, broker = await warmed(model)
+    assert (batcher.width_ratios(1, model.encode(["steady"])[0].tokens) or 2) < 0.95
+    batcher.lone_widths = LoneWidths(min_samples=2, explore_every=4)
+    model.blind = False
+    model.gate.set()  # type: ignore[union-attr]  # passes run at once
+    stop = asyncio.Event()
+    running = asyncio.create_task(batcher.run(stop))
+    for _ in range(20):  # 60 ms apart: each pass is over before the next job comes
+        await submit(store, broker, "steady")
+        await asyncio.sleep(0.060)
+    await wait_for(lambda: batcher.counters.done == 20, 5, what="every job done")
+    threads = [threads for _, threads in model.entered]
+    assert threads[:4] == [1, 1, 1, 1]  # the probe's word: no gain
+    assert 2 in threads[4:6]  # after a streak, one on every thread
+    assert threads[-8:].count(2) >= 6  # then every thread, but for a lane now and then
+    assert batcher.lone_widths.scale(True) < batcher.lone_widths.scale(False)
     stop.set()
     await asyncio.wait_for(running, 5)
 

@@ -21,22 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import statistics
-import urllib.request
 from pathlib import Path
 
 from batchline import codec
 from batchline.v1 import job_pb2
 from bench import batching, stack, workload
-
-
-def passes_by_width(port: int) -> dict[str, float]:
-    """The batcher's batchline_passes_total counters, by width."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {
-        m[1]: float(m[2]) for m in re.finditer(r'^batchline_passes_total\{width="(\w+)"\} (\S+)$', text, re.M)
-    }
 
 
 def cell(
@@ -52,8 +42,7 @@ def cell(
         asyncio.run(
             batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
         )
-        [port] = targets.metrics["batcher"]
-        before = passes_by_width(port)
+        before = batching.pass_widths(targets.metrics["batcher"])
         baseline = asyncio.run(batching.finished_count(targets.ingress))
         ids, _, _ = asyncio.run(
             batching.open_loop(targets.ingress, batching.sentences(jobs, seed=seed), rate)
@@ -61,7 +50,7 @@ def cell(
         done = [
             j for j in asyncio.run(batching.collect(targets.ingress, ids, baseline)) if j.status == codec.DONE
         ]
-        after = passes_by_width(port)
+        after = batching.pass_widths(targets.metrics["batcher"])
     return done, {width: after.get(width, 0) - before.get(width, 0) for width in ("wide", "lane")}
 
 
