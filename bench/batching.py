@@ -513,6 +513,7 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
             pair = (table[("default", load)]["e2e_p99_ms"], table[(CONTROL, load)]["e2e_p99_ms"])
             against_control[load] = max(pair) / min(pair)
     at_40 = min(loads, key=lambda load: abs(load * fp32["throughput_per_s"] - 40))
+    light_wide, light_lane = light_widths(runs, light)
     summary = {
         "bare_fp32_throughput_per_s": fp32["throughput_per_s"],
         "bare_bf16_throughput_per_s": bf16.get("throughput_per_s", float("nan")),
@@ -537,8 +538,8 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         # speed moves over a run this long), the median over the default's cells.
         "light_load_overhead_vs_spaced_before_ms": light_against_before(runs, light),
         # Whether its lone passes ran on every thread (`MODEL_LANES`' width rule).
-        "light_load_wide_passes": light_widths(runs, light)[0],
-        "light_load_lane_passes": light_widths(runs, light)[1],
+        "light_load_wide_passes": light_wide,
+        "light_load_lane_passes": light_lane,
         "p99_near_40_rps_ms": table[("default", at_40)]["e2e_p99_ms"],
         "p99_near_40_rps_offered": table[("default", at_40)]["offered_rps"],
         "p99_at_90pct_ms": table[("default", max(loads))]["e2e_p99_ms"],

@@ -367,9 +367,7 @@ class Batcher:
         }
         running = [self._running(p, batch_id, len(runnable), started) for p in runnable]
         _mark(running, spans)
-        # A lone pass's time is compared with the warm-up's only if it ran what was planned.
-        lone = expected_s if len(runnable) == len(batch) else None
-        computing = asyncio.create_task(self._infer(runnable, lane, lone))
+        computing = asyncio.create_task(self._infer(runnable, lane))
         handed.set_result(None)
         try:
             await self._store.transition_many(running)  # forward-only: never lands after DONE
@@ -379,7 +377,11 @@ class Batcher:
                 if span is not None:
                     span.end()
             raise
-        return Computed(runnable, await computing, batch_id, started, lane, spans)
+        passes = await computing
+        # A lone pass's time against the warm-up's, if it ran what was planned, in one pass.
+        if expected_s is not None and len(runnable) == len(batch) and len(passes) == 1:
+            self.lone_widths.add(lane.wide, passes[0].inference_ms / 1000, expected_s)
+        return Computed(runnable, passes, batch_id, started, lane, spans)
 
     async def _store_results(self, batch: Computed, close_reason: int) -> None:
         runnable, passes, batch_id, started, spans = (
@@ -506,9 +508,8 @@ class Batcher:
             await self._expire(expired)
         return runnable
 
-    async def _infer(self, items: list[Pending], lane: Lane, expected_s: float | None = None) -> list[Pass]:
-        """One forward pass; if it fails, retry each half, so only the bad input fails.
-        `expected_s`: a lone pass's time as the warm-up expects it (`LoneWidths`)."""
+    async def _infer(self, items: list[Pending], lane: Lane) -> list[Pass]:
+        """One forward pass; if it fails, retry each half, so only the bad input fails."""
         batch = [p.encoded for p in items]
         started = time.perf_counter()
         try:
@@ -525,8 +526,6 @@ class Batcher:
         seconds = time.perf_counter() - started
         if not lane.wide:  # what the policy plans with: a lane's pass
             self.forward.add(len(batch), max(e.tokens for e in batch), output.real_tokens, seconds)
-        if expected_s is not None:
-            self.lone_widths.add(lane.wide, seconds, expected_s)
         return [Pass(items, output, None, seconds * 1000)]
 
     # --- records -------------------------------------------------------------------------------
