@@ -455,6 +455,21 @@ def loads_against_later_bare(start: float, beside: float, loads: list[float]) ->
     ]
 
 
+def shown(value: float, spec: str = ".1f") -> str:
+    """A number for a table cell; a dash for one not measured."""
+    return "-" if math.isnan(value) else format(value, spec)
+
+
+def native_bf16() -> bool:
+    """Whether PRECISION=bf16 computes in bf16 here. Where it does not, the batcher runs fp32,
+    and a bf16 column would measure fp32 twice under another name."""
+    import torch
+
+    from batcher.hf import resolve_device, resolve_dtype
+
+    return resolve_dtype("bf16", resolve_device("auto")) != torch.float32
+
+
 def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
     bare, runs, saturation = raw["bare"], raw["runs"], raw["saturation"]
     configs = list(CONFIGS)
@@ -572,21 +587,23 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "| | fp32 | bf16 |",
         "|---|---|---|",
         f"| bare model, batch 16 (FIFO batches), sequences/s | {fp32['throughput_per_s']:.1f} | "
-        f"{bf16.get('throughput_per_s', float('nan')):.1f} |",
+        f"{shown(bf16.get('throughput_per_s', float('nan')))} |",
         "| the same, measured just before each saturation run (median) | "
         f"{summary['bare_fp32_beside_saturation_per_s']:.1f} | "
-        f"{summary['bare_bf16_beside_saturation_per_s']:.1f} |",
+        f"{shown(summary['bare_bf16_beside_saturation_per_s'])} |",
         "| end to end at saturation (default policy), jobs/s | "
         f"{summary['saturation_fp32_jobs_per_s']:.1f} | "
-        f"{summary['saturation_bf16_jobs_per_s']:.1f} |",
+        f"{shown(summary['saturation_bf16_jobs_per_s'])} |",
         "| ratio (median over the runs of each run against the bare model just before it) | "
-        f"{summary['saturation_ratio']:.2f} | {summary['saturation_ratio_bf16']:.2f} |",
+        f"{summary['saturation_ratio']:.2f} | {shown(summary['saturation_ratio_bf16'], '.2f')} |",
         "| end to end at saturation, the default with one model lane, jobs/s | "
         f"{summary['saturation_one_lane_fp32_jobs_per_s']:.1f} | "
-        f"{summary['saturation_one_lane_bf16_jobs_per_s']:.1f} |",
+        f"{shown(summary['saturation_one_lane_bf16_jobs_per_s'])} |",
         "| its ratio, against the same bare model just before each run | "
-        f"{summary['saturation_ratio_one_lane']:.2f} | {summary['saturation_ratio_one_lane_bf16']:.2f} |",
+        f"{summary['saturation_ratio_one_lane']:.2f} | "
+        f"{shown(summary['saturation_ratio_one_lane_bf16'], '.2f')} |",
         "",
+        *([f"bf16 not measured: {raw['bf16_skipped']}.", ""] if raw.get("bf16_skipped") else []),
         f"Padding efficiency at saturation: **{summary['padding_efficiency']:.2f}** real/padded tokens "
         "with the",
         f"default policy; FIFO batches of 16 of the same sentences: {fp32['fifo_padding_efficiency']:.2f}.",
@@ -749,7 +766,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     threads = args.threads or os.cpu_count() or 1
-    precisions = ["fp32"] if args.no_bf16 else ["fp32", "bf16"]
+    precisions = ["fp32"]
+    if args.no_bf16:
+        bf16_skipped = "--no-bf16"
+    elif native_bf16():
+        bf16_skipped = ""
+        precisions.append("bf16")
+    else:
+        bf16_skipped = "this CPU has neither AVX512-BF16 nor AMX, so PRECISION=bf16 runs fp32 here"
+        progress(f"bf16 not measured: {bf16_skipped}")
     settings = {name: getattr(args, name) for name in ("loads", "rps", "configs", "duration", "repeats")}
     settings |= {"saturation_jobs": args.saturation_jobs, "threads": threads, "precisions": precisions}
     partial = args.out / "batching-partial.json"
@@ -798,6 +823,7 @@ def main(argv: list[str] | None = None) -> None:
         "bare": done.bare,
         "runs": done.runs,
         "saturation": done.saturation,
+        "bf16_skipped": bf16_skipped,
     }
     command = "python -m bench.batching " + shlex.join(argv if argv is not None else sys.argv[1:])
     summary = report(raw, args.out, command.strip())

@@ -255,3 +255,31 @@ def test_a_run_that_dies_goes_on_with_resume_measuring_nothing_twice(
     assert len(reported["runs"]) == 4
     assert reported["saturation"] == [{"config": "default", "precision": "fp32"}]
     assert not partial.exists()
+
+
+def test_a_cpu_without_native_bf16_gets_no_bf16_column_measured_as_fp32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where PRECISION=bf16 runs fp32, bf16 is not measured, and the report says why."""
+    measured: list[str] = []
+    monkeypatch.setattr(batching, "native_bf16", lambda: False)
+    monkeypatch.setattr(batching, "build_model", lambda: tmp_path)
+    monkeypatch.setattr(
+        batching,
+        "bare_model",
+        lambda _m, precision, *_, **__: measured.append(precision) or {"throughput_per_s": 1.0},
+    )
+    monkeypatch.setattr(batching, "measure_config", lambda *_: [])
+    monkeypatch.setattr(
+        batching, "measure_saturation", lambda _n, _m, precision, *_: measured.append(precision) or []
+    )
+    reported: dict[str, Any] = {}
+    monkeypatch.setattr(batching, "report", lambda raw, _out, _command: reported.update(raw) or {})
+
+    batching.main(
+        ["--loads", "0.5", "--rps", "--configs", "default", "--repeats", "1", "--out", str(tmp_path)]
+    )
+    assert measured == ["fp32", "fp32"]  # the bare model and the saturation run, fp32 only
+    assert "neither AVX512-BF16 nor AMX" in reported["bf16_skipped"]
+
+    assert batching.shown(math.nan) == "-" and batching.shown(0.951, ".2f") == "0.95"
