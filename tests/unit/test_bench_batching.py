@@ -264,15 +264,18 @@ def test_a_cpu_without_native_bf16_gets_no_bf16_column_measured_as_fp32(
     measured: list[str] = []
     monkeypatch.setattr(batching, "native_bf16", lambda: False)
     monkeypatch.setattr(batching, "build_model", lambda: tmp_path)
-    monkeypatch.setattr(
-        batching,
-        "bare_model",
-        lambda _m, precision, *_, **__: measured.append(precision) or {"throughput_per_s": 1.0},
-    )
+
+    def bare(_m: Path, precision: str, *_: Any, **__: Any) -> dict[str, float]:
+        measured.append(precision)
+        return {"throughput_per_s": 1.0}
+
+    def saturation(_n: str, _m: Path, precision: str, *_: Any) -> list[dict[str, str]]:
+        measured.append(precision)
+        return []
+
+    monkeypatch.setattr(batching, "bare_model", bare)
     monkeypatch.setattr(batching, "measure_config", lambda *_: [])
-    monkeypatch.setattr(
-        batching, "measure_saturation", lambda _n, _m, precision, *_: measured.append(precision) or []
-    )
+    monkeypatch.setattr(batching, "measure_saturation", saturation)
     reported: dict[str, Any] = {}
     monkeypatch.setattr(batching, "report", lambda raw, _out, _command: reported.update(raw) or {})
 
