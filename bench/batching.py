@@ -17,8 +17,8 @@ All in one run, side by side:
    apart here, the yardstick for every difference between configs;
    end-to-end latency is accepted -> result stored, from each job's own trace;
 3. saturation: a backlog of jobs through the default config with two lanes and with one, fp32
-   and bf16, each run just after the bare model's batch-16 throughput is measured again (the ratio
-   compares the two).
+   and bf16 (where PRECISION=bf16 computes bf16 here), each run just after the bare model's
+   batch-16 throughput is measured again (the ratio compares the two).
 
 Writes docs/benchmarks/batching.{md,json,png} and batching-raw.json; while it runs, what it
 has measured so far in batching-partial.json, which `--resume` goes on from.
