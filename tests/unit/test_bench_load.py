@@ -348,7 +348,7 @@ async def test_a_watch_the_server_sheds_is_reopened_after_the_last_state_seen() 
             requests.append(request.after_sequence)
             if len(requests) == 1:  # one state, then shed, as gRPC core does past max_pending_requests
                 yield stream_pb2.WatchJobResponse(
-                    job=job_pb2.Job(job_id="j", status=job_pb2.JOB_STATUS_QUEUED, sequence=1)
+                    job=job_pb2.Job(job_id="j", status=job_pb2.JOB_STATUS_RUNNING, sequence=2)
                 )
                 await context.abort(grpc.StatusCode.CANCELLED, "shed")
             yield stream_pb2.WatchJobResponse(
@@ -367,4 +367,5 @@ async def test_a_watch_the_server_sheds_is_reopened_after_the_last_state_seen() 
         await caller.close()
         await server.stop(None)
     assert followed.job is not None and followed.job.status == job_pb2.JOB_STATUS_DONE
-    assert followed.rewatches == 1 and requests == [0, 1]  # resumed after the state it had seen
+    # The first watch skips QUEUED (the Submit said so); the second resumes after the state seen.
+    assert followed.rewatches == 1 and requests == [1, 2]

@@ -1,7 +1,9 @@
-"""The pipeline scenario of `make bench` alone: Submit at 1,100/s for 10 s, each job watched to
-DONE, 2 batchers, the simulated zero-cost model; one JSON line per run with CPU ms per job.
+"""The pipeline scenario of `make bench` alone: Submit at 1,100/s (or RPS) for 10 s (or SECONDS),
+each job watched to DONE, 2 batchers, the simulated zero-cost model; one JSON line per run with
+CPU ms per job.
 
-    PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/event-batching-ab/pipeline.py [runs]
+    PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/event-batching-ab/pipeline.py \
+        [runs [RPS [SECONDS]]]
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ from bench import suite
 
 
 def main() -> None:
-    for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 1):
-        options = suite.submit("pipeline-direct", rps=1100, duration=10, concurrency=1000, e2e="watch")
+    args = sys.argv[1:]
+    runs = int(args[0]) if args else 1
+    rps = int(args[1]) if len(args) > 1 else 1100
+    seconds = float(args[2]) if len(args) > 2 else 10.0
+    for _ in range(runs):
+        options = suite.submit("pipeline-direct", rps=rps, duration=seconds, concurrency=1000, e2e="watch")
         report = suite.measure(options, suite.ZERO_COST, batchers=2)
         e2e = report["batchline"]["e2e"]
         cpu = {
