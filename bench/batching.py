@@ -48,7 +48,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from batchline import codec
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
-from bench import machine, stack
+from bench import machine, stack, strict_json
 from bench.workload import MODEL_DIR, ROOT, build_model, sentences, warm_model
 
 CONFIGS: dict[str, dict[str, str]] = {
@@ -569,8 +569,8 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "light_load_p50_one_lane_ms": cell(ONE_LANE, light, "e2e_p50_ms"),
         "p99_near_40_rps_one_lane_ms": cell(ONE_LANE, at_40, "e2e_p99_ms"),
     }
-    (out / "batching.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "batching-raw.json").write_text(json.dumps(raw, indent=2) + "\n")
+    (out / "batching.json").write_text(strict_json.dumps(summary))
+    (out / "batching-raw.json").write_text(strict_json.dumps(raw))
     plot(table, [c for c in configs if c != CONTROL], loads, fp32["throughput_per_s"], out / "batching.png")
 
     lines = [

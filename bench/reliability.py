@@ -13,7 +13,6 @@ second. Writes docs/benchmarks/<overload|soak>.{md,json}.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from batchline.v1 import inference_pb2, inference_pb2_grpc
-from bench import stack
+from bench import stack, strict_json
 from bench.load import runner
 from bench.suite import PROTOSET, ROOT, say, submit
 
@@ -322,7 +321,7 @@ def write(kind: str, result: dict[str, Any], out: Path, command: str) -> str:
         ]
     lines += ["## Memory", "", *memory, "", f"Samples each second: `{kind}.json`.", ""]
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{kind}.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / f"{kind}.json").write_text(strict_json.dumps(result, indent=1, default=str))
     text = "\n".join(lines)
     (out / f"{kind}.md").write_text(text)
     return text

@@ -10,13 +10,12 @@ report gives too. Writes docs/benchmarks/scale.{md,json,png}.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import stack
+from bench import stack, strict_json
 from bench.reliability import COST, capacity
 from bench.suite import ROOT, say
 
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     lines += ["", "![jobs/s against batchers](scale.png)", ""]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scale.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=1))
+    (args.out / "scale.json").write_text(strict_json.dumps({"rows": rows, "runs": runs}, indent=1))
     (args.out / "scale.md").write_text("\n".join(lines))
     import matplotlib
 

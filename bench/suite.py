@@ -14,7 +14,6 @@ and <name>-latency.png, <name>-protocols.png.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -24,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import floor, machine, stack
+from bench import floor, machine, stack, strict_json
 from bench.load import runner
 from bench.load.options import Options
 
@@ -551,7 +550,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{profile.name}.json").write_text(
-        json.dumps({"meta": meta, "summary": summary, "reports": results}, indent=1)
+        strict_json.dumps({"meta": meta, "summary": summary, "reports": results}, indent=1)
     )
     text = markdown(profile, summary, results, meta)
     (args.out / f"{profile.name}.md").write_text(text)

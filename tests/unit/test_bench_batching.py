@@ -84,7 +84,8 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
             for load in (0.1, 0.9)
         ],
         "saturation": [
-            {"precision": "fp32", "completed_rps": 57.0, "padding_efficiency": 0.88},
+            # A backlog, not a rate: its load is infinite, as bench.batching records it.
+            {"precision": "fp32", "completed_rps": 57.0, "padding_efficiency": 0.88, "load": math.inf},
             # Each run against the bare model measured just before it: ratios 0.9, 0.95, 1.0.
             *(
                 {
@@ -116,7 +117,9 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     assert summary["light_load_p50_one_lane_ms"] == 60 / 2
     assert summary["light_load_overhead_ms"] == 105 / 2 - 30.0
     assert summary["light_load_overhead_vs_spaced_ms"] == 105 / 2 - 34.0
-    written = json.loads((tmp_path / "batching.json").read_text())
+    written = json.loads((tmp_path / "batching.json").read_text(), parse_constant=refuse)
+    json.loads((tmp_path / "batching-raw.json").read_text(), parse_constant=refuse)
+    assert written["saturation_one_lane_bf16_jobs_per_s"] is None  # not measured: null, not NaN
     for key in (
         "saturation_ratio",
         "padding_efficiency",
@@ -255,6 +258,10 @@ def test_a_run_that_dies_goes_on_with_resume_measuring_nothing_twice(
     assert len(reported["runs"]) == 4
     assert reported["saturation"] == [{"config": "default", "precision": "fp32"}]
     assert not partial.exists()
+
+
+def refuse(constant: str) -> None:
+    raise AssertionError(f"{constant} is not JSON: jq, JavaScript and strict parsers refuse it")
 
 
 def test_a_cpu_without_native_bf16_gets_no_bf16_column_measured_as_fp32(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import pytest
@@ -115,3 +117,16 @@ def test_a_runs_command_names_its_connections_and_its_target() -> None:
     command = suite.command_line(options, "<ingress>")
     assert "--rps 2000 -c 1000 -z 30s --connections 8 " in command and command.endswith(" <ingress>")
     assert "--connections" not in suite.command_line(suite.submit("x", concurrency=50), "<envoy>")
+
+
+def test_the_reports_json_has_null_where_python_would_write_nan_or_infinity() -> None:
+    from bench import strict_json
+
+    text = strict_json.dumps({"p99": math.nan, "load": math.inf, "runs": [(1.5, -math.inf)], "n": 3})
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in the file")
+
+    parsed = json.loads(text, parse_constant=refuse)
+    assert parsed == {"p99": None, "load": None, "runs": [[1.5, None]], "n": 3}
+    assert text.endswith("}\n")
