@@ -46,9 +46,6 @@ REWATCH = frozenset(
     {grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
 )
 REWATCH_DELAY_S = 0.2
-# A job whose Submit succeeded was stored QUEUED, so a watch asks only for what comes after it:
-# one message fewer per job for the stream service and for us (docs/benchmarks/watch-after-ab).
-WATCH_AFTER_ACCEPTED = codec.rank(codec.QUEUED)
 # Batchline's own routes for following a job (--e2e), over each protocol.
 WATCH_PATH = "/batchline.v1.JobStreamService/WatchJob"
 GET_JOB_PATH = "/batchline.v1.InferenceService/GetJob"
@@ -302,7 +299,7 @@ class GrpcCaller:
         last: job_pb2.Job | None = None
         rewatches = 0
         while True:  # a watch the server sheds is re-opened after the last state seen, as clients do
-            seen = last.sequence if last else WATCH_AFTER_ACCEPTED
+            seen = last.sequence if last else codec.ACCEPTED_SEQUENCE  # the Submit said QUEUED
             request = stream_pb2.WatchJobRequest(job_id=job_id, after_sequence=seen)
             event: stream_pb2.WatchJobResponse
             try:

@@ -29,6 +29,11 @@ def rank(status: int) -> int:
     return min(int(status), 3)
 
 
+# The Job.sequence of a job whose Submit returned: it was stored QUEUED. A watcher that saw the
+# Submit succeed asks WatchJob for what comes after it (after_sequence) and skips one message.
+ACCEPTED_SEQUENCE = rank(QUEUED)
+
+
 def is_terminal(status: int) -> bool:
     return status in TERMINAL
 

@@ -123,10 +123,6 @@ def test_the_reports_json_has_null_where_python_would_write_nan_or_infinity() ->
     from bench import strict_json
 
     text = strict_json.dumps({"p99": math.nan, "load": math.inf, "runs": [(1.5, -math.inf)], "n": 3})
-
-    def refuse(constant: str) -> None:
-        raise AssertionError(f"{constant} in the file")
-
-    parsed = json.loads(text, parse_constant=refuse)
-    assert parsed == {"p99": None, "load": None, "runs": [[1.5, None]], "n": 3}
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"p99": None, "load": None, "runs": [[1.5, None]], "n": 3}
     assert text.endswith("}\n")

@@ -56,5 +56,6 @@ async def test_infer_watches_after_queued_and_returns_the_final_record() -> None
     finally:
         await server.stop(None)
     assert job.status == codec.DONE and job.sequence == 3
-    assert recorder.after == [codec.rank(codec.QUEUED), 0]  # infer skips QUEUED; watch() asks for all
+    assert recorder.after == [codec.ACCEPTED_SEQUENCE, 0]  # infer skips QUEUED; watch() asks for all
+    assert codec.ACCEPTED_SEQUENCE == codec.rank(codec.QUEUED) == 1
     assert states == [codec.QUEUED, codec.RUNNING, codec.DONE]

@@ -101,8 +101,6 @@ def _retry_delay(error: RpcError, deadline: float) -> float | None:
 # this client fell behind its buffer (RESOURCE_EXHAUSTED).
 RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 RESUME_DELAY_S = 0.2
-# A job whose Submit returned was stored QUEUED: infer() watches only what comes after that.
-ACCEPTED_SEQUENCE = codec.rank(codec.QUEUED)
 
 
 def _resume_delay(error: RpcError, deadline: float) -> float | None:
@@ -229,7 +227,7 @@ class Client:
         """Submit and wait for the job's end: its final record (DONE, FAILED or CANCELLED)."""
         job_id = self.submit(text, **submit_options).job_id
         last = None
-        for state in self.watch(job_id, after_sequence=ACCEPTED_SEQUENCE):
+        for state in self.watch(job_id, after_sequence=codec.ACCEPTED_SEQUENCE):
             last = state
         if last is None or not codec.is_terminal(last.status):
             raise RpcError(grpc.StatusCode.UNAVAILABLE, f"the watch of {job_id} ended before the job did")
@@ -349,7 +347,7 @@ class AsyncClient:
         """Submit and wait for the job's end: its final record (DONE, FAILED or CANCELLED)."""
         job_id = (await self.submit(text, **submit_options)).job_id
         last = None
-        async for state in self.watch(job_id, after_sequence=ACCEPTED_SEQUENCE):
+        async for state in self.watch(job_id, after_sequence=codec.ACCEPTED_SEQUENCE):
             last = state
         if last is None or not codec.is_terminal(last.status):
             raise RpcError(grpc.StatusCode.UNAVAILABLE, f"the watch of {job_id} ended before the job did")
