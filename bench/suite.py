@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import floor, machine, stack, strict_json
+from bench import floor, history, machine, stack, strict_json
 from bench.load import runner
 from bench.load.options import Options
 
@@ -555,6 +555,7 @@ def main(argv: list[str] | None = None) -> None:
     text = markdown(profile, summary, results, meta)
     (args.out / f"{profile.name}.md").write_text(text)
     plots(profile, summary, results, args.out)
+    history.write(args.out)
     print(text)
     say(f"done in {meta['minutes']} min: {args.out / (profile.name + '.md')}")
 

@@ -1,0 +1,276 @@
+"""Every kept run of `make bench-batching` and `make bench-full`, one row each, against the targets.
+
+A single run on a shared 2-vCPU machine says little about a target: the same commit read 2 x
+apart between machines and between hours of one machine. This table puts every report kept in
+docs/benchmarks/ side by side with its machine, so a reader sees which targets hold everywhere,
+which only on some machines, and which nowhere.
+
+    python -m bench.history     # writes docs/benchmarks/history.md
+
+`make bench-batching` and `make bench-full` rewrite it when they finish.
+
+It reads only the reports' own JSON summaries (and the line under each batching report's title
+for runs whose raw file predates the machine line), so it runs in a second and needs no services.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "benchmarks"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One target: its heading, how to read the value from a summary, and whether it is met
+    (from the value, and the summary for a target with a second condition)."""
+
+    heading: str
+    value: Callable[[dict[str, Any]], float | None]
+    met: Callable[[float, dict[str, Any]], bool]
+    digits: int = 2
+    suffix: str = ""
+
+
+def _get(*path: str) -> Callable[[dict[str, Any]], float | None]:
+    """The number at `path` in a summary, or None where the run did not measure it."""
+
+    def read(summary: dict[str, Any]) -> float | None:
+        value: Any = summary
+        for key in path:
+            if not isinstance(value, dict) or key not in value:
+                return None
+            value = value[key]
+        return None if value is None else float(value)
+
+    return read
+
+
+def light_overhead(summary: dict[str, Any]) -> float | None:
+    """End-to-end p50 at 10% load over one single-item pass. Since the runs time that pass again
+    just before each light cell, against that; before, against the pass timed once at the start,
+    back to back or spaced, whichever gives the larger overhead (the start's spaced pass could
+    land in a slow moment and read far slower than the cells' passes)."""
+    if summary.get("light_load_overhead_vs_spaced_before_ms") is not None:
+        return float(summary["light_load_overhead_vs_spaced_before_ms"])
+    readings = [summary.get(k) for k in ("light_load_overhead_ms", "light_load_overhead_vs_spaced_ms")]
+    present = [float(r) for r in readings if r is not None]
+    return max(present) if present else None
+
+
+BATCHING = [
+    Column("saturation fp32 (≥ 0.9 x bare)", _get("saturation_ratio"), lambda v, _: v >= 0.9),
+    Column("saturation bf16 (≥ 0.9 x bare)", _get("saturation_ratio_bf16"), lambda v, _: v >= 0.9),
+    Column("padding (≥ 0.85)", _get("padding_efficiency"), lambda v, _: v >= 0.85),
+    Column("p99 at 40 req/s (≤ 200 ms)", _get("p99_near_40_rps_ms"), lambda v, _: v <= 200, 0, " ms"),
+    Column("light load p50 over the pass (≤ 5 ms)", light_overhead, lambda v, _: v <= 5, 1, " ms"),
+    Column("default p99 / best fixed (≤ 1.1)", _get("default_vs_best_p99_ratio"), lambda v, _: v <= 1.1),
+]
+
+
+def _achieved(summary: dict[str, Any]) -> float:
+    return float(summary["ingress"]["achieved_rps"] / summary["ingress"]["offered_rps"])
+
+
+# The thresholds of bench.suite.verdicts (what each load.md reports), one column per condition.
+LOAD = [
+    Column(
+        "ingress p99 at 2,000/s (≤ 20 ms, 100% accepted)",
+        _get("ingress", "p99_ms"),
+        lambda v, s: v <= 20 and s["ingress"]["accepted"] == 1,
+        1,
+        " ms",
+    ),
+    Column("ingress achieved / offered (≥ 0.99)", _achieved, lambda v, _: v >= 0.99),
+    Column("SubmitBatch jobs/s (≥ 10,000)", _get("batch", "jobs_rps"), lambda v, _: v >= 10_000, 0),
+    Column(
+        "pipeline done/s (≥ 1,000, none lost)",
+        _get("pipeline", "done_rps"),
+        lambda v, s: v >= s["pipeline"]["target_rps"] and s["pipeline"]["lost"] == 0,
+        0,
+    ),
+    Column("REST / native (≥ 0.70)", _get("protocols", "rest-envoy", "vs_native"), lambda v, _: v >= 0.7),
+    Column(
+        "grpc-web / native (≥ 0.70)", _get("protocols", "grpc-web-envoy", "vs_native"), lambda v, _: v >= 0.7
+    ),
+]
+
+
+def machine_kind(machine: str) -> str:
+    """The kinds of 2-vCPU machine the runs met: the CPU and what it computes bf16 with, from
+    `bench.machine.describe`'s line ('..., avx512_bf16 amx_bf16, ...' or '..., no
+    avx512_bf16/amx_bf16, ...')."""
+    flags = set(machine.replace(",", " ").split()) if "no avx512_bf16" not in machine else set()
+    bf16 = "AMX" if "amx_bf16" in flags else "AVX512-BF16" if "avx512_bf16" in flags else "no bf16"
+    for cpu in ("Xeon", "EPYC"):
+        if cpu in machine:
+            return f"{cpu}, {bf16}"
+    return "not recorded"
+
+
+def _cell(value: float | None, met: bool | None, digits: int, suffix: str) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:,.{digits}f}{suffix}"
+    return text if met or met is None else f"**{text}**"
+
+
+def batching_runs(folder: Path) -> list[dict[str, Any]]:
+    """Every batching report with a summary: its name, when, machine and summary, oldest first."""
+    runs = []
+    for summary_path in [*folder.glob("batching*.json"), *folder.glob("*/batching.json")]:
+        if summary_path.name.endswith(("-raw.json", "-partial.json")):
+            continue
+        report = summary_path.with_suffix(".md")
+        raw = summary_path.with_name(summary_path.stem + "-raw.json")
+        meta = json.loads(raw.read_text()) if raw.exists() else {}
+        when, machine = meta.get("when"), meta.get("machine")
+        if (when is None or machine is None) and report.exists():
+            line = report.read_text().splitlines()[2]
+            if found := re.search(r"Measured (\S+ \S+) on (.*?); reproduce", line):
+                when, machine = found.group(1), found.group(2)
+        runs.append(
+            {
+                "report": report.relative_to(folder).as_posix(),
+                "when": when or "?",
+                "machine": machine or "not recorded",
+                "summary": json.loads(summary_path.read_text()),
+            }
+        )
+    return sorted(runs, key=lambda run: run["when"])
+
+
+def without_summary(folder: Path) -> list[str]:
+    """Batching reports kept with their raw output only (the runs before the summary file)."""
+    return sorted(
+        md.name
+        for md in folder.glob("batching*.md")
+        if not md.with_suffix(".json").exists() and md.name != "history.md"
+    )
+
+
+def load_runs(folder: Path) -> list[dict[str, Any]]:
+    """Every full load-suite report (the quick one's short runs are not the documented numbers)."""
+    runs = []
+    for path in folder.glob("load*.json"):
+        data = json.loads(path.read_text())
+        if not data["meta"]["command"].endswith("--full"):
+            continue
+        summary = data["summary"]
+        summary["pipeline"].setdefault("target_rps", 1000)  # the target then; older reports did not record it
+        runs.append(
+            {
+                "report": path.with_suffix(".md").name,
+                "when": data["meta"]["when"].removesuffix(" UTC"),
+                "machine": data["meta"].get("machine") or "not recorded",
+                "summary": summary,
+            }
+        )
+    return sorted(runs, key=lambda run: run["when"])
+
+
+def _tally(rows: list[list[tuple[float | None, bool | None]]], width: int) -> list[str]:
+    """'k of n': per column, how many of the runs that measured it met the target."""
+    cells = []
+    for column in range(width):
+        verdicts = [met for row in rows if (met := row[column][1]) is not None]
+        cells.append(f"{sum(verdicts)} of {len(verdicts)}" if verdicts else "-")
+    return cells
+
+
+def _table(
+    runs: list[dict[str, Any]],
+    columns: list[Column],
+    read: Callable[[dict[str, Any]], list[tuple[float | None, bool | None]]],
+) -> list[str]:
+    headings = [column.heading for column in columns]
+    lines = [
+        "| report | measured | machine | " + " | ".join(headings) + " |",
+        "|---" * (3 + len(headings)) + "|",
+    ]
+    rows = []
+    for run in runs:
+        row = read(run)
+        rows.append(row)
+        cells = [_cell(v, m, c.digits, c.suffix) for (v, m), c in zip(row, columns, strict=True)]
+        lines.append(
+            f"| [{run['report']}]({run['report']}) | {run['when']} | {machine_kind(run['machine'])} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    kinds = sorted({machine_kind(run["machine"]) for run in runs})
+    lines.append("| **met, all runs** | | | " + " | ".join(_tally(rows, len(columns))) + " |")
+    for kind in kinds:
+        mine = [row for row, run in zip(rows, runs, strict=True) if machine_kind(run["machine"]) == kind]
+        lines.append(f"| met, {kind} | | | " + " | ".join(_tally(mine, len(columns))) + " |")
+    return lines
+
+
+def markdown(folder: Path) -> str:
+    batching, load = batching_runs(folder), load_runs(folder)
+
+    def reader(columns: list[Column]) -> Callable[[dict[str, Any]], list[tuple[float | None, bool | None]]]:
+        def read(run: dict[str, Any]) -> list[tuple[float | None, bool | None]]:
+            values = [(column, column.value(run["summary"])) for column in columns]
+            return [(v, None if v is None else c.met(v, run["summary"])) for c, v in values]
+
+        return read
+
+    lines = [
+        "# Every kept run, against the targets",
+        "",
+        "Generated by `python -m bench.history` from the reports in this folder (`make bench-batching`",
+        "and `make bench-full` regenerate it when they finish); oldest first. A value in **bold** misses",
+        "its target; `-` was not measured in that run. Each run is one report; its own page gives the",
+        "medians of its repeats, the raw output and the commands. The machines are 2-vCPU VMs of the",
+        "kinds named; the same code ran up to 2 x faster on one kind than another, and moved between",
+        "hours on one machine, so a target is read across the rows, per kind.",
+        "",
+        "## Batching (`make bench-batching`)",
+        "",
+        "Saturation: end-to-end jobs/s over the bare model's rate timed just before (median over the",
+        "runs). Light load: end-to-end p50 at 10% of capacity over a single-item pass timed just before",
+        "each light cell; in the runs before that pass was re-timed, over the pass timed at the start",
+        "(the larger of its back-to-back and spaced readings). Default p99 / best fixed: the worst load's",
+        "ratio.",
+        "",
+        *_table(batching, BATCHING, reader(BATCHING)),
+        "",
+        *(
+            [f"Not in the table, kept with their raw output only: {', '.join(without_summary(folder))}.", ""]
+            if without_summary(folder)
+            else []
+        ),
+        "## Load (`make bench-full`)",
+        "",
+        "Full runs (30 s, medians of 3) on the zero-cost simulated model. The ingress is met only with",
+        "100% accepted and at least 99% of the offered 2,000/s achieved, as in each report.",
+        "",
+        *_table(load, LOAD, reader(LOAD)),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write(folder: Path = OUT) -> Path:
+    path = folder / "history.md"
+    path.write_text(markdown(folder))
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.history", description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", type=Path, default=OUT, help="where the reports are, and history.md goes")
+    args = parser.parse_args(argv)
+    print(write(args.folder))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The table of every kept run: each value read from its report, each target judged as the
+report judges it, and the committed table the one the committed reports give."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench import history, suite
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
+XEON = "Intel(R) Xeon(R) Processor, x86_64, 2 CPUs, avx512_bf16 amx_bf16, Python 3.11.7"
+EPYC = "AMD EPYC, x86_64, 2 CPUs, no avx512_bf16/amx_bf16, Python 3.11.7"
+
+
+def batching_report(folder: Path, name: str, when: str, machine: str, **summary: Any) -> None:
+    (folder / f"{name}.json").write_text(json.dumps(summary))
+    (folder / f"{name}-raw.json").write_text(json.dumps({"when": when, "machine": machine, "runs": []}))
+    (folder / f"{name}.md").write_text(f"# Batching\n\nMeasured {when} on {machine}; reproduce with `x`.\n")
+
+
+def load_report(folder: Path, name: str, command: str, p99_ms: float, achieved: float = 2000.0) -> None:
+    summary = {
+        "ingress": {"offered_rps": 2000, "achieved_rps": achieved, "accepted": 1.0, "p99_ms": p99_ms},
+        "batch": {"jobs_rps": 12_000.0},
+        "pipeline": {"done_rps": 1010.0, "lost": 0},  # no target_rps: as the oldest reports
+        "protocols": {"rest-envoy": {"vs_native": 0.69}, "grpc-web-envoy": {"vs_native": 0.9}},
+    }
+    meta = {"command": command, "when": "2026-12-01 10:00 UTC", "machine": XEON}
+    (folder / f"{name}.json").write_text(json.dumps({"meta": meta, "summary": summary, "reports": {}}))
+
+
+def rows(text: str, table: str = "batching") -> dict[str, list[str]]:
+    """Each row's cells after the first, by its first cell, in the batching or the load table."""
+    batching, load = text.split("## Load")
+    out = {}
+    for line in (batching if table == "batching" else load).splitlines():
+        if line.startswith("| ") and not line.startswith("| report"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            out[cells[0]] = cells[1:]
+    return out
+
+
+def test_each_value_is_bold_only_where_it_misses_its_target(tmp_path: Path) -> None:
+    batching_report(
+        tmp_path,
+        "batching-0800",
+        "2026-12-01 08:00",
+        XEON,
+        saturation_ratio=0.95,
+        saturation_ratio_bf16=0.66,
+        padding_efficiency=0.91,
+        p99_near_40_rps_ms=199.6,
+        light_load_overhead_vs_spaced_before_ms=4.9,
+        default_vs_best_p99_ratio=1.2,
+    )
+    table = rows(history.markdown(tmp_path))
+    cells = table["[batching-0800.md](batching-0800.md)"]
+    assert cells == [
+        "2026-12-01 08:00",
+        "Xeon, AMX",
+        "0.95",
+        "**0.66**",
+        "0.91",
+        "200 ms",
+        "4.9 ms",
+        "**1.20**",
+    ]
+    assert table["**met, all runs**"][2:] == ["1 of 1", "0 of 1", "1 of 1", "1 of 1", "1 of 1", "0 of 1"]
+
+
+def test_a_target_a_run_did_not_measure_is_not_counted(tmp_path: Path) -> None:
+    batching_report(
+        tmp_path, "batching-0900", "2026-12-01 09:00", EPYC, saturation_ratio=1.0, saturation_ratio_bf16=None
+    )
+    batching_report(
+        tmp_path, "batching-1000", "2026-12-01 10:00", XEON, saturation_ratio=0.8, saturation_ratio_bf16=1.0
+    )
+    table = rows(history.markdown(tmp_path))
+    assert table["[batching-0900.md](batching-0900.md)"][1:4] == ["EPYC, no bf16", "1.00", "-"]
+    assert table["**met, all runs**"][2:4] == ["1 of 2", "1 of 1"]
+    assert table["met, EPYC, no bf16"][2:4] == ["1 of 1", "-"]
+    assert table["met, Xeon, AMX"][2:4] == ["0 of 1", "1 of 1"]
+
+
+def test_runs_before_the_pass_was_timed_per_cell_are_read_against_the_worse_of_the_start_passes() -> None:
+    # A spaced pass timed in a slow moment at the start must not make the overhead look small.
+    assert (
+        history.light_overhead({"light_load_overhead_ms": 12.2, "light_load_overhead_vs_spaced_ms": -23.8})
+        == 12.2
+    )
+    before = {"light_load_overhead_ms": 1.0, "light_load_overhead_vs_spaced_before_ms": 10.6}
+    assert history.light_overhead(before) == 10.6
+    assert history.light_overhead({}) is None
+
+
+def test_reports_without_a_summary_are_named_not_dropped_silently(tmp_path: Path) -> None:
+    (tmp_path / "batching-1050.md").write_text(
+        "# Batching\n\nMeasured 2026-11-30 10:50 on x86_64; reproduce.\n"
+    )
+    assert "kept with their raw output only: batching-1050.md." in history.markdown(tmp_path)
+
+
+def test_only_full_load_runs_count_and_old_reports_get_the_target_of_their_day(tmp_path: Path) -> None:
+    load_report(tmp_path, "load-1000", "python -m bench.suite --full", p99_ms=12.0)
+    load_report(tmp_path, "load-quick", "python -m bench.suite", p99_ms=3.0)
+    table = rows(history.markdown(tmp_path), "load")
+    assert "[load-quick.md](load-quick.md)" not in table
+    cells = table["[load-1000.md](load-1000.md)"]
+    assert cells[2:] == ["12.0 ms", "1.00", "12,000", "1,010", "**0.69**", "0.90"]
+
+
+def test_the_load_columns_judge_every_kept_report_as_the_report_did() -> None:
+    for run in history.load_runs(BENCHMARKS):
+        verdicts = suite.verdicts(run["summary"])
+        met = [column.met(column.value(run["summary"]), run["summary"]) for column in history.LOAD]
+        assert (met[0] and met[1]) == verdicts["ingress"], run["report"]
+        assert met[2:] == [verdicts[k] for k in ("batch", "pipeline", "rest-envoy", "grpc-web-envoy")]
+
+
+def test_the_committed_table_is_the_one_the_committed_reports_give() -> None:
+    # make bench-batching and make bench-full rewrite it; a report committed without it fails here.
+    assert (BENCHMARKS / "history.md").read_text() == history.markdown(BENCHMARKS)
