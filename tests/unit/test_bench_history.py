@@ -93,6 +93,11 @@ def test_runs_before_the_pass_was_timed_per_cell_are_read_against_the_worse_of_t
     before = {"light_load_overhead_ms": 1.0, "light_load_overhead_vs_spaced_before_ms": 10.6}
     assert history.light_overhead(before) == 10.6
     assert history.light_overhead({}) is None
+    # The other reading stays in sight, since the run's own report may have judged by it.
+    assert history.light_aside({"light_load_overhead_ms": 5.8, "light_load_overhead_vs_spaced_ms": 4.0}) == (
+        " (spaced +4.0)"
+    )
+    assert history.light_aside(before) == ""
 
 
 def test_reports_without_a_summary_are_named_not_dropped_silently(tmp_path: Path) -> None:
