@@ -110,7 +110,7 @@ tls-config: install ## envoy/envoy.tls.yaml for docker-compose.tls.yml (certific
 bench: install ## the load targets, quick (~2 min): docs/benchmarks/load-quick.md
 	$(PY) -m bench.suite
 
-bench-full: install ## the load targets, 30 s runs, medians of 3 (~12 min): docs/benchmarks/load.md
+bench-full: install ## the load targets, 30 s runs, medians of 3 (10-18 min): docs/benchmarks/load.md
 	$(PY) -m bench.suite --full
 
 overload: install ## 5x capacity for 60 s, refusals and recovery measured: docs/benchmarks/overload.md

@@ -5,7 +5,7 @@ and Redis, Envoy in front; a queue and key prefix of its own), warms it, runs th
 and tears it down. The simulated model costs nothing, so what is measured is the system.
 
     python -m bench.suite            # quick: every scenario once, short runs (~2 min)
-    python -m bench.suite --full     # the documented numbers: 30 s runs, medians of 3 (~12 min)
+    python -m bench.suite --full     # the documented numbers: 30 s runs, medians of 3 (10-18 min)
 
 Writes docs/benchmarks/<name>.md, <name>.json (every report, per-request details left out)
 and <name>-latency.png, <name>-protocols.png.
