@@ -168,11 +168,7 @@ def batching_runs(folder: Path) -> list[dict[str, Any]]:
 
 def without_summary(folder: Path) -> list[str]:
     """Batching reports kept with their raw output only (the runs before the summary file)."""
-    return sorted(
-        md.name
-        for md in folder.glob("batching*.md")
-        if not md.with_suffix(".json").exists() and md.name != "history.md"
-    )
+    return sorted(md.name for md in folder.glob("batching*.md") if not md.with_suffix(".json").exists())
 
 
 def load_runs(folder: Path) -> list[dict[str, Any]]:
@@ -236,7 +232,7 @@ def _table(
 
 
 def markdown(folder: Path) -> str:
-    batching, load = batching_runs(folder), load_runs(folder)
+    batching, load, unread = batching_runs(folder), load_runs(folder), without_summary(folder)
 
     def reader(columns: list[Column]) -> Callable[[dict[str, Any]], list[tuple[float | None, bool | None]]]:
         def read(run: dict[str, Any]) -> list[tuple[float | None, bool | None]]:
@@ -267,11 +263,7 @@ def markdown(folder: Path) -> str:
         "",
         *_table(batching, BATCHING, reader(BATCHING)),
         "",
-        *(
-            [f"Not in the table, kept with their raw output only: {', '.join(without_summary(folder))}.", ""]
-            if without_summary(folder)
-            else []
-        ),
+        *([f"Not in the table, kept with their raw output only: {', '.join(unread)}.", ""] if unread else []),
         "## Load (`make bench-full`)",
         "",
         "Full runs (30 s, medians of 3) on the zero-cost simulated model. The ingress is met only with",
