@@ -5,7 +5,7 @@ apart between machines and between hours of one machine. This table puts every r
 docs/benchmarks/ side by side with its machine, so a reader sees which targets hold everywhere,
 which only on some machines, and which nowhere.
 
-    python -m bench.history     # writes docs/benchmarks/history.md
+    python -m bench.history     # writes docs/benchmarks/history.md and history.png
 
 `make bench-batching` and `make bench-full` rewrite it when they finish.
 
@@ -251,6 +251,8 @@ def markdown(folder: Path) -> str:
         "kinds named; the same code ran up to 2 x faster on one kind than another, and moved between",
         "hours on one machine, so a target is read across the rows, per kind.",
         "",
+        "![the four targets no kind of machine met every time, run by run](history.png)",
+        "",
         "## Batching (`make bench-batching`)",
         "",
         "Saturation: end-to-end jobs/s over the bare model's rate timed just before (median over the",
@@ -275,9 +277,51 @@ def markdown(folder: Path) -> str:
     return "\n".join(lines)
 
 
+# The targets no kind of machine meets every time, drawn run by run: (title, runs, column, target).
+PLOTTED = (
+    ("batching: p99 at 40 req/s, ms", "batching", BATCHING[3], 200.0),
+    ("batching: light load p50 over the pass, ms", "batching", BATCHING[4], 5.0),
+    ("load: ingress p99 at 2,000/s, ms", "load", LOAD[0], 20.0),
+    ("load: pipeline done/s", "load", LOAD[3], 1000.0),
+)
+
+
+def plot(folder: Path, path: Path) -> None:
+    """The PLOTTED targets, each run a point in time order, coloured by machine kind, with the
+    target as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = {"batching": batching_runs(folder), "load": load_runs(folder)}
+    kinds = sorted({machine_kind(run["machine"]) for group in runs.values() for run in group})
+    colours = {kind: plt.get_cmap("tab10")(i) for i, kind in enumerate(kinds)}
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
+    for ax, (title, group, column, target) in zip(axes.flat, PLOTTED, strict=True):
+        points = [(i, column.value(run["summary"]), run) for i, run in enumerate(runs[group])]
+        for kind in kinds:
+            mine = [(i, v) for i, v, run in points if v is not None and machine_kind(run["machine"]) == kind]
+            if mine:
+                ax.plot(*zip(*mine, strict=True), "o", color=colours[kind], label=kind)
+        ax.axhline(target, color="black", linestyle="--", linewidth=1)
+        ax.set_title(title)
+        ax.set_xticks(
+            range(len(runs[group])), [run["when"][5:] for run in runs[group]], rotation=60, fontsize=7
+        )
+        if title.startswith("load: ingress"):
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+    axes.flat[0].legend(title="machine", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def write(folder: Path = OUT) -> Path:
     path = folder / "history.md"
     path.write_text(markdown(folder))
+    plot(folder, folder / "history.png")
     return path
 
 

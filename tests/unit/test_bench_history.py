@@ -116,6 +116,14 @@ def test_only_full_load_runs_count_and_old_reports_get_the_target_of_their_day(t
     assert cells[2:] == ["12.0 ms", "1.00", "12,000", "1,010", "**0.69**", "0.90"]
 
 
+def test_write_draws_the_plotted_targets_beside_the_table(tmp_path: Path) -> None:
+    batching_report(tmp_path, "batching-0900", "2026-12-01 09:00", EPYC, p99_near_40_rps_ms=250.0)
+    load_report(tmp_path, "load-1000", "python -m bench.suite --full", p99_ms=30.0)
+    history.write(tmp_path)
+    assert "](history.png)" in (tmp_path / "history.md").read_text()
+    assert (tmp_path / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_the_load_columns_judge_every_kept_report_as_the_report_did() -> None:
     for run in history.load_runs(BENCHMARKS):
         verdicts = suite.verdicts(run["summary"])
