@@ -251,7 +251,7 @@ def markdown(folder: Path) -> str:
         "kinds named; the same code ran up to 2 x faster on one kind than another, and moved between",
         "hours on one machine, so a target is read across the rows, per kind.",
         "",
-        "![the four targets no kind of machine met every time, run by run](history.png)",
+        "![four of the open targets, run by run, coloured by machine](history.png)",
         "",
         "## Batching (`make bench-batching`)",
         "",
@@ -277,7 +277,7 @@ def markdown(folder: Path) -> str:
     return "\n".join(lines)
 
 
-# The targets no kind of machine meets every time, drawn run by run: (title, runs, column, target).
+# Four of the open targets, drawn run by run: (title, which runs, column, target).
 PLOTTED = (
     ("batching: p99 at 40 req/s, ms", "batching", BATCHING[3], 200.0),
     ("batching: light load p50 over the pass, ms", "batching", BATCHING[4], 5.0),
