@@ -312,7 +312,8 @@ def plot(folder: Path, path: Path) -> None:
         if title.startswith("load: ingress"):
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-    axes.flat[0].legend(title="machine", fontsize=8)
+    if axes.flat[0].get_legend_handles_labels()[0]:  # a folder whose runs measured none of it has none
+        axes.flat[0].legend(title="machine", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
