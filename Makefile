@@ -110,8 +110,9 @@ tls-config: install ## envoy/envoy.tls.yaml for docker-compose.tls.yml (certific
 bench: install ## the load targets, quick (~2 min): docs/benchmarks/load-quick.md
 	$(PY) -m bench.suite
 
-bench-full: install ## the load targets, 30 s runs, medians of 3 (10-18 min): docs/benchmarks/load.md
+bench-full: install ## the load targets, 30 s runs, medians of 3 (10-18 min): docs/benchmarks/load.md and history.*
 	$(PY) -m bench.suite --full
+	$(PY) -m bench.history
 
 overload: install ## 5x capacity for 60 s, refusals and recovery measured: docs/benchmarks/overload.md
 	$(PY) -m bench.reliability overload
@@ -122,8 +123,9 @@ soak: install ## 50% capacity for 10 min; memory, keys, tasks, watchers sampled:
 bench-scale: install ## throughput against 1..6 batchers (~2 min): docs/benchmarks/scale.md
 	$(PY) -m bench.scale
 
-bench-batching: install ## the batching engine against the bare model (about 45 min; writes docs/benchmarks/batching.*)
+bench-batching: install ## the batching engine against the bare model (about 45 min; writes docs/benchmarks/batching.* and history.*)
 	$(PY) -m bench.batching
+	$(PY) -m bench.history
 
 bench-policy: install ## the batch policies simulated on the measured cost model (3 s): docs/benchmarks/policy-simulation.md
 	$(PY) -m bench.simulate

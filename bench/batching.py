@@ -48,7 +48,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from batchline import codec
 from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
-from bench import history, machine, stack, strict_json
+from bench import machine, stack, strict_json
 from bench.workload import MODEL_DIR, ROOT, build_model, sentences, warm_model
 
 CONFIGS: dict[str, dict[str, str]] = {
@@ -828,7 +828,6 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m bench.batching " + shlex.join(argv if argv is not None else sys.argv[1:])
     summary = report(raw, args.out, command.strip())
     partial.unlink(missing_ok=True)
-    history.write(args.out)
     print(json.dumps(summary, indent=2))
 
 
