@@ -22,6 +22,7 @@ from pamqp.header import ContentHeader
 from batchline import names, tracing
 from batchline.broker import Delivery
 from batchline.errors import BatchlineError, QueueFull, Unavailable
+from batchline.room import QueueRoom
 from batchline.settings import BrokerSettings, redact_url
 from batchline.v1 import job_pb2
 
@@ -65,6 +66,10 @@ class RabbitBroker:
         self._settings = settings
         self._connection = connection
         self._publish_channel: AbstractChannel | None = None
+        self._room = QueueRoom(settings.max_length)
+        self._near_full = asyncio.Lock()  # near the bound, one call writes at a time
+        self._look_channel: AbstractChannel | None = None
+        self._looking: asyncio.Future[None] | None = None
 
     @classmethod
     async def connect(cls, settings: BrokerSettings, name: str, timeout_s: float = 10.0) -> RabbitBroker:
@@ -80,7 +85,8 @@ class RabbitBroker:
         await channel.declare_queue(
             settings.dead_letter_queue, durable=True, arguments=dead_letter_arguments(settings)
         )
-        await channel.declare_queue(settings.queue, durable=True, arguments=queue_arguments(settings))
+        work = await channel.declare_queue(settings.queue, durable=True, arguments=queue_arguments(settings))
+        broker._room.seen(_count(work), broker._room.looking())
         await channel.close()
         broker._publish_channel = await connection.channel(publisher_confirms=True)
         log.info("connected to RabbitMQ at %s, queue %s", redact_url(settings.amqp_url), settings.queue)
@@ -89,28 +95,121 @@ class RabbitBroker:
     async def publish(
         self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[tracing.TraceContext] | None = None
     ) -> list[BatchlineError | None]:
-        """Write every task in one go on the confirmed channel, then collect RabbitMQ's answers,
-        all within one publish timeout."""
+        """Publish the tasks within one publish timeout, keeping the queue's bound
+        (`batchline.room`): far from it, all in one write; near it, only what fits, a piece at
+        a time after a fresh look at the queue."""
         if not tasks:
             return []
         assert self._publish_channel is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._settings.publish_timeout_s
         if self._publish_channel.is_closed:  # refuse at once: reopening waits for a reconnect
             return [Unavailable("RabbitMQ is unreachable: the publishing channel is closed")] * len(tasks)
+        deadline = asyncio.get_running_loop().time() + self._settings.publish_timeout_s
+        if self._room.must_look(len(tasks)):
+            with contextlib.suppress(Unavailable):  # then the publish says so
+                await self._look(deadline)
+        elif self._room.may_look():
+            self._look_soon()
+        if self._room.at_once(len(tasks)):
+            return await self._publish(tasks, parents, deadline)
+        return await self._publish_near_full(tasks, parents, deadline)
+
+    async def _publish_near_full(
+        self,
+        tasks: Sequence[job_pb2.InferenceTask],
+        parents: Sequence[tracing.TraceContext] | None,
+        deadline: float,
+    ) -> list[BatchlineError | None]:
+        """One call at a time: look, write what the room allows, again until all are written;
+        refuse the rest with QueueFull once there is no room, and all that follows a piece's
+        first refusal with that refusal."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._near_full.acquire()
+        except TimeoutError:
+            return [self._too_late()] * len(tasks)
+        outcomes: list[BatchlineError | None] = []
+        try:
+            while (start := len(outcomes)) < len(tasks):
+                try:
+                    await self._look(deadline)
+                    left = len(tasks) - start
+                    n = left if self._room.at_once(left) else self._room.fits()  # far from it after all
+                except Unavailable:  # cannot look: RabbitMQ's own bound decides
+                    n = self._room.chunk
+                if n == 0:
+                    full = QueueFull(f"queue {self._settings.queue} is full", retry_after_s=1.0)
+                    return outcomes + [full] * (len(tasks) - start)
+                piece = slice(start, start + n)
+                outcomes += await self._publish(tasks[piece], parents[piece] if parents else None, deadline)
+                if (error := next((e for e in outcomes[start:] if e is not None), None)) is not None:
+                    return outcomes + [error] * (len(tasks) - len(outcomes))
+            return outcomes
+        finally:
+            self._near_full.release()
+
+    async def _publish(
+        self,
+        tasks: Sequence[job_pb2.InferenceTask],
+        parents: Sequence[tracing.TraceContext] | None,
+        deadline: float,
+    ) -> list[BatchlineError | None]:
+        """Write every task in one go on the confirmed channel, then collect RabbitMQ's answers
+        until the deadline."""
+        assert self._publish_channel is not None
+        loop = asyncio.get_running_loop()
+        self._room.written(len(tasks))
         try:
             async with asyncio.timeout_at(deadline):
                 channel = await self._publish_channel.get_underlay_channel()
                 assert isinstance(channel, aiormq.Channel)  # its books are what _write_all uses
                 confirmations = await self._write_all(channel, tasks, parents)
         except (*BROKER_ERRORS, TimeoutError) as exc:
+            self._room.settled(confirmed=0, refused=len(tasks))
             return [Unavailable(f"RabbitMQ is unreachable: {str(exc) or 'no channel in time'}")] * len(tasks)
         try:
             await asyncio.wait(confirmations, timeout=max(0.0, deadline - loop.time()))
         finally:  # past the deadline, or the call itself cancelled
             for confirmation in confirmations:
                 confirmation.cancel()  # aiormq drops a confirm that comes after this
-        return [self._outcome(confirmation) for confirmation in confirmations]
+        outcomes = [self._outcome(confirmation) for confirmation in confirmations]
+        # One that timed out may be in the queue: the room counts it as confirmed until a look.
+        pairs = zip(confirmations, outcomes, strict=True)
+        refused = sum(not confirmation.cancelled() and error is not None for confirmation, error in pairs)
+        self._room.settled(confirmed=len(tasks) - refused, refused=refused)
+        return outcomes
+
+    def _too_late(self) -> Unavailable:
+        return Unavailable(f"RabbitMQ did not confirm within {self._settings.publish_timeout_s}s")
+
+    async def _look(self, deadline: float) -> None:
+        """Look at the queue's depth now, or wait for the look under way, until the deadline. Any
+        look will do: the room counts whatever of this publisher's it may have missed."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.shield(self._look_soon())
+        except TimeoutError:
+            raise self._too_late() from None
+
+    def _look_soon(self) -> asyncio.Future[None]:
+        """The look under way, or a new one."""
+        if self._looking is None or self._looking.done():
+            self._looking = asyncio.ensure_future(self._look_now())
+            self._looking.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return self._looking
+
+    async def _look_now(self) -> None:
+        """A passive declare on a channel of its own: the ready messages, as the queue's leader
+        counts them against its bound."""
+        mark = self._room.looking()
+        try:
+            async with asyncio.timeout(self._settings.publish_timeout_s):
+                if self._look_channel is None or self._look_channel.is_closed:
+                    self._look_channel = await self._connection.channel()
+                channel = await self._look_channel.get_underlay_channel()
+                declared = await channel.queue_declare(self._settings.queue, passive=True)
+        except (*BROKER_ERRORS, TimeoutError) as exc:
+            raise Unavailable(f"RabbitMQ is unreachable: {exc!r}") from exc
+        self._room.seen(int(declared.message_count or 0), mark)
 
     async def _write_all(
         self,
@@ -179,7 +278,7 @@ class RabbitBroker:
     def _outcome(self, send: asyncio.Future[object]) -> BatchlineError | None:
         """What one publish came to: None once RabbitMQ confirmed it into the queue."""
         if send.cancelled():
-            return Unavailable(f"RabbitMQ did not confirm within {self._settings.publish_timeout_s}s")
+            return self._too_late()
         exc = send.exception()
         if isinstance(exc, aiormq.exceptions.DeliveryError):
             # reject-publish: the queue is at x-max-length and RabbitMQ nacked.
@@ -244,6 +343,8 @@ class RabbitBroker:
             raise Unavailable("RabbitMQ connection is down")
 
     async def close(self) -> None:
+        if self._looking is not None:
+            self._looking.cancel()
         await self._connection.close()
 
 

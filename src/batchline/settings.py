@@ -64,8 +64,8 @@ class BrokerSettings:
     amqp_url: str = ""
     # Work queue name; the dead-letter queue is this name + ".dead".
     queue: str = names.REQUEST_QUEUE
-    # Ready messages the queue holds before publishes are refused (RESOURCE_EXHAUSTED; a
-    # quorum queue admits one message past it before nacking). Raising it absorbs longer
+    # Ready messages the queue holds before publishes are refused (RESOURCE_EXHAUSTED), kept
+    # exactly by the publisher's own count (batchline/room.py). Raising it absorbs longer
     # bursts at the cost of broker memory and older backlogs.
     max_length: int = 10_000
     # Deliveries of one message before RabbitMQ dead-letters it (a worker-killing input).

@@ -9,7 +9,6 @@ from bench import reliability
 
 pytestmark = pytest.mark.timeout(300)
 SHORT_BOUND = 500
-OVERSHOOT = 20
 
 
 def test_five_times_capacity_is_refused_fast_and_nothing_accepted_is_lost() -> None:
@@ -19,10 +18,9 @@ def test_five_times_capacity_is_refused_fast_and_nothing_accepted_is_lost() -> N
     assert result["accepted"] > 0 and result["refused_resource_exhausted"] > 0  # it was overloaded
     assert result["other_errors"] == {}  # only OK or RESOURCE_EXHAUSTED, nothing else
     assert result["refuse_ms"]["p99"] < 250  # refusals are fast (the call deadline is 20 s)
-    # The bound held. A quorum queue applies it as its log commits, so the publishes in flight when
-    # it is reached can land past it (2001 of 2000 seen, 509 of 500); what matters is that it does
-    # not grow. The allowance is the 20 messages this test always allowed (1% of its old 2,000).
-    assert result["queue_depth_peak"] <= SHORT_BOUND + OVERSHOOT
+    # The bound held exactly: one ingress process counts the room itself (batchline/room.py);
+    # RabbitMQ alone let groups of Submits already on their way land past it (545 of 500 seen).
+    assert result["queue_depth_peak"] <= SHORT_BOUND
     assert result["accepted_total"] == result["done_total"]  # lost: 0
     after = result["after"]
     assert after["done"] == after["accepted"] > 0  # and it serves normally afterwards

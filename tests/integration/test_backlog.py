@@ -60,7 +60,7 @@ async def test_a_full_queue_that_does_not_drain_asks_for_the_longest_wait(
     make_pipeline: MakePipeline,
 ) -> None:
     pipeline = await make_pipeline(batcher=False, broker={"max_length": 5})
-    for i in range(6):  # a quorum queue admits one past x-max-length
+    for i in range(5):
         await pipeline.inference.Submit(inference_pb2.SubmitRequest(text=f"fits {i}"))
     await asyncio.sleep(1.2)  # two samples of the drain counter: nothing left the queue
     with pytest.raises(grpc.aio.AioRpcError) as refused:

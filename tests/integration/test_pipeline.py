@@ -137,8 +137,7 @@ async def test_a_vanished_queue_refuses_submits_and_leaves_no_record(make_pipeli
 
 async def test_a_full_queue_refuses_fast_with_retry_info(make_pipeline: MakePipeline) -> None:
     pipeline = await make_pipeline(batcher=False, broker={"max_length": 5})
-    # A quorum queue admits one message past x-max-length before it starts nacking.
-    for i in range(6):
+    for i in range(5):
         await pipeline.inference.Submit(submit(f"fits {i}"))
     started = time.perf_counter()
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -149,7 +148,7 @@ async def test_a_full_queue_refuses_fast_with_retry_info(make_pipeline: MakePipe
     assert status is not None
     retry = error_details_pb2.RetryInfo()
     assert status.details[0].Unpack(retry) and retry.retry_delay.ToNanoseconds() > 0
-    assert await job_keys(pipeline) == 6  # the refused job left no record behind
+    assert await job_keys(pipeline) == 5  # the refused job left no record behind
 
     with pytest.raises(grpc.aio.AioRpcError) as batch_refused:
         await pipeline.inference.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=["a", "b"]))
