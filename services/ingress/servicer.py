@@ -162,7 +162,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             tasks = [self._task(text, request.options) for text in texts]
             jobs = [_queued(task) for task in tasks]
             await self._store.create_many(jobs)
-            errors = await self._broker.publish(tasks)
+            errors = await self._broker.publish(tasks, whole=True)
             failed = [e for e in errors if e is not None]
             if failed:
                 await self._undo_batch(jobs, errors)

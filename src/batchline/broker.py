@@ -26,10 +26,15 @@ class Delivery:
 
 class Broker(Protocol):
     async def publish(
-        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[TraceContext] | None = None
+        self,
+        tasks: Sequence[job_pb2.InferenceTask],
+        parents: Sequence[TraceContext] | None = None,
+        whole: bool = False,
     ) -> list[BatchlineError | None]:
         """Publish persistent tasks and wait for every confirm, all at once. `parents`: each
         task's trace context (`tracing.headers()` of its call), default the current span's.
+        `whole`: when the bounded queue has no room for all of them, refuse them all and write
+        none (a SubmitBatch is all or nothing; what fits of it would only be cancelled).
 
         One entry per task: None when the broker confirmed it, QueueFull when the bounded
         queue refused it, Unavailable when the broker could not be reached in time.

@@ -36,8 +36,13 @@ class MemoryBroker:
         self.dead: collections.deque[_Message] = collections.deque(maxlen=max_length)
 
     async def publish(
-        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[tracing.TraceContext] | None = None
+        self,
+        tasks: Sequence[job_pb2.InferenceTask],
+        parents: Sequence[tracing.TraceContext] | None = None,
+        whole: bool = False,
     ) -> list[BatchlineError | None]:
+        if whole and len(self._ready) + len(tasks) > self._max_length:
+            return [QueueFull("queue is full", retry_after_s=1.0)] * len(tasks)
         results: list[BatchlineError | None] = []
         current = tracing.headers()
         for n, task in enumerate(tasks):

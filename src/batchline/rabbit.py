@@ -93,7 +93,10 @@ class RabbitBroker:
         return broker
 
     async def publish(
-        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[tracing.TraceContext] | None = None
+        self,
+        tasks: Sequence[job_pb2.InferenceTask],
+        parents: Sequence[tracing.TraceContext] | None = None,
+        whole: bool = False,
     ) -> list[BatchlineError | None]:
         """Publish the tasks within one publish timeout, keeping the queue's bound
         (`batchline.room`): far from it, all in one write; near it, only what fits, a piece at
@@ -111,17 +114,19 @@ class RabbitBroker:
             self._look_soon()
         if self._room.at_once(len(tasks)):
             return await self._publish(tasks, parents, deadline)
-        return await self._publish_near_full(tasks, parents, deadline)
+        return await self._publish_near_full(tasks, parents, deadline, whole)
 
     async def _publish_near_full(
         self,
         tasks: Sequence[job_pb2.InferenceTask],
         parents: Sequence[tracing.TraceContext] | None,
         deadline: float,
+        whole: bool,
     ) -> list[BatchlineError | None]:
         """One call at a time: look, write what the room allows, again until all are written;
-        refuse the rest with QueueFull once there is no room, and all that follows a piece's
-        first refusal with that refusal."""
+        refuse the rest with QueueFull once there is no room (`whole`: all of them, unless the
+        first look finds room for all), and all that follows a piece's first refusal with that
+        refusal."""
         try:
             async with asyncio.timeout_at(deadline):
                 await self._near_full.acquire()
@@ -136,7 +141,7 @@ class RabbitBroker:
                     n = left if self._room.at_once(left) else self._room.fits()  # far from it after all
                 except Unavailable:  # cannot look: RabbitMQ's own bound decides
                     n = self._room.chunk
-                if n == 0:
+                if n == 0 or (whole and start == 0 and self._room.room() < len(tasks)):
                     full = QueueFull(f"queue {self._settings.queue} is full", retry_after_s=1.0)
                     return outcomes + [full] * (len(tasks) - start)
                 piece = slice(start, start + n)

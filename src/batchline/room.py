@@ -75,9 +75,12 @@ class QueueRoom:
         publishers wrote that this one has not seen."""
         return not self.must_look(n) and self.estimate() + n <= self.bound - self.bound // 4
 
+    def room(self) -> int:
+        return max(0, self.bound - self.estimate())
+
     def fits(self) -> int:
-        """After a fresh look: how many to write now, 0 when the queue is full. A quarter of
+        """After a fresh look: how many to write now, 0 when the queue is full. An eighth of
         the room left (at least one, at most `chunk`), so publishers near the bound together
         fill it in steps instead of each taking all of it."""
-        room = self.bound - self.estimate()
+        room = self.room()
         return min(self.chunk, max(1, room // 8)) if room > 0 else 0

@@ -155,6 +155,20 @@ async def test_a_full_queue_refuses_fast_with_retry_info(make_pipeline: MakePipe
     assert batch_refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+async def test_a_submit_batch_the_queue_cannot_take_whole_leaves_nothing_behind(
+    make_pipeline: MakePipeline,
+) -> None:
+    pipeline = await make_pipeline(batcher=False, broker={"max_length": 5})
+    for i in range(3):
+        await pipeline.inference.Submit(submit(f"fits {i}"))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:  # 2 places left for 3 texts
+        await pipeline.inference.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=["a", "b", "c"]))
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # None of it was published and cancelled: it takes no place in the queue, leaves no record.
+    assert await job_keys(pipeline) == 3
+    assert (await pipeline.inference.GetStats(inference_pb2.GetStatsRequest())).queue_depth == 3
+
+
 async def test_cancel_before_compute_means_never_computed(make_pipeline: MakePipeline) -> None:
     pipeline = await make_pipeline(batcher=False)
     before = REGISTRY.get_sample_value("batchline_jobs_cancelled_total") or 0.0

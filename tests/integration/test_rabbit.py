@@ -139,6 +139,20 @@ async def test_groups_written_at_once_never_take_the_queue_past_its_bound(
     assert await books(broker) == (0, 0)
 
 
+async def test_a_whole_call_that_does_not_fit_is_refused_without_writing_any(
+    broker_settings: BrokerSettings, open_broker: Open
+) -> None:
+    settings = replace(broker_settings, max_length=500)
+    broker = await open_broker(settings)
+    assert await fill([broker], settings, groups=1) == (256, 256)
+    await broker.publish(tasks(200))
+    outcome = await broker.publish(tasks(64), whole=True)  # 44 places left
+    assert all(isinstance(error, QueueFull) for error in outcome)
+    assert await depth(settings) == 456
+    assert await broker.publish(tasks(44), whole=True) == [None] * 44
+    assert await depth(settings) == 500 and await books(broker) == (0, 0)
+
+
 async def test_two_publishers_together_keep_the_bound_within_a_few_places(
     broker_settings: BrokerSettings, open_broker: Open
 ) -> None:

@@ -29,11 +29,14 @@ class GatedBroker(MemoryBroker):
         self.gate.set()
 
     async def publish(
-        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[TraceContext] | None = None
+        self,
+        tasks: Sequence[job_pb2.InferenceTask],
+        parents: Sequence[TraceContext] | None = None,
+        whole: bool = False,
     ) -> list[BatchlineError | None]:
         self.calls.append(len(tasks))
         await self.gate.wait()
-        return await super().publish(tasks, parents)
+        return await super().publish(tasks, parents, whole)
 
 
 class DownStore(MemoryJobStore):

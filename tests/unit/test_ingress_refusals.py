@@ -25,10 +25,13 @@ class CountingBroker(MemoryBroker):
         self.publishes = 0
 
     async def publish(
-        self, tasks: Sequence[job_pb2.InferenceTask], parents: Sequence[TraceContext] | None = None
+        self,
+        tasks: Sequence[job_pb2.InferenceTask],
+        parents: Sequence[TraceContext] | None = None,
+        whole: bool = False,
     ) -> list[BatchlineError | None]:
         self.publishes += 1
-        return await super().publish(tasks, parents)
+        return await super().publish(tasks, parents, whole)
 
 
 def servicer(hold_s: float) -> tuple[InferenceServicer, MemoryJobStore, CountingBroker]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from batchline import codec
+from batchline.errors import QueueFull
 from batchline.memory import MemoryBroker, MemoryJobStore
 from batchline.v1 import job_pb2
 
@@ -64,6 +65,16 @@ async def test_memory_broker_is_bounded_and_requeues() -> None:
     assert again.message_id == first.message_id and again.attempt == 2
     await again.requeue()  # past the delivery limit: dead-lettered
     assert (await broker.depth()) == (1, 1)
+
+
+async def test_a_whole_publish_that_does_not_fit_writes_none() -> None:
+    broker = MemoryBroker(max_length=3)
+    tasks = [job_pb2.InferenceTask(job_id=str(i), text="t") for i in range(3)]
+    assert await broker.publish(tasks[:1]) == [None]
+    refused = await broker.publish([*tasks[1:], job_pb2.InferenceTask(job_id="3")], whole=True)
+    assert len(refused) == 3 and all(isinstance(r, QueueFull) for r in refused)
+    assert (await broker.depth()) == (1, 0)
+    assert await broker.publish(tasks[1:], whole=True) == [None, None]
 
 
 async def test_queue_positions_count_the_jobs_still_ahead_and_sequences_are_stamped() -> None:
