@@ -69,7 +69,7 @@ class RabbitBroker:
         self._room = QueueRoom(settings.max_length)
         self._near_full = asyncio.Lock()  # near the bound, one call writes at a time
         self._look_channel: AbstractChannel | None = None
-        self._looking: asyncio.Future[None] | None = None
+        self._looking: asyncio.Future[int] | None = None
 
     @classmethod
     async def connect(cls, settings: BrokerSettings, name: str, timeout_s: float = 10.0) -> RabbitBroker:
@@ -195,26 +195,31 @@ class RabbitBroker:
         except TimeoutError:
             raise self._too_late() from None
 
-    def _look_soon(self) -> asyncio.Future[None]:
+    def _look_soon(self) -> asyncio.Future[int]:
         """The look under way, or a new one."""
         if self._looking is None or self._looking.done():
             self._looking = asyncio.ensure_future(self._look_now())
             self._looking.add_done_callback(lambda done: done.cancelled() or done.exception())
         return self._looking
 
-    async def _look_now(self) -> None:
-        """A passive declare on a channel of its own: the ready messages, as the queue's leader
-        counts them against its bound."""
+    async def _look_now(self) -> int:
         mark = self._room.looking()
+        work = await self._ready(self._settings.queue)
+        self._room.seen(work, mark)
+        return work
+
+    async def _ready(self, queue: str) -> int:
+        """Ready messages in `queue`, as its leader counts them against its bound: a passive
+        declare on a channel kept for these (a passive declare of a missing queue closes it)."""
         try:
             async with asyncio.timeout(self._settings.publish_timeout_s):
                 if self._look_channel is None or self._look_channel.is_closed:
                     self._look_channel = await self._connection.channel()
                 channel = await self._look_channel.get_underlay_channel()
-                declared = await channel.queue_declare(self._settings.queue, passive=True)
+                declared = await channel.queue_declare(queue, passive=True)
         except (*BROKER_ERRORS, TimeoutError) as exc:
             raise Unavailable(f"RabbitMQ is unreachable: {exc!r}") from exc
-        self._room.seen(int(declared.message_count or 0), mark)
+        return int(declared.message_count or 0)
 
     async def _write_all(
         self,
@@ -331,17 +336,7 @@ class RabbitBroker:
             backoff_s = min(backoff_s * 2, 5.0)
 
     async def depth(self) -> tuple[int, int]:
-        try:
-            async with asyncio.timeout(self._settings.publish_timeout_s):
-                channel = await self._connection.channel()
-                try:
-                    work = await channel.declare_queue(self._settings.queue, passive=True)
-                    dead = await channel.declare_queue(self._settings.dead_letter_queue, passive=True)
-                finally:
-                    await channel.close()
-        except (*BROKER_ERRORS, TimeoutError) as exc:
-            raise Unavailable(f"RabbitMQ is unreachable: {exc}") from exc
-        return _count(work), _count(dead)
+        return await self._look_now(), await self._ready(self._settings.dead_letter_queue)
 
     async def ping(self) -> None:
         if self._connection.is_closed or not self._connection.connected.is_set():

@@ -13,8 +13,8 @@ The estimate errs high only: it counts every message not yet confirmed when the 
 or written since, and never what consumers took since. With one publishing process the bound
 is exact. Several see each other's messages only when they look, so each looks before others
 could miss a sixteenth of the bound, and near it each takes an eighth of what it saw; against
-a bound of 500, publishers writing groups all at once peaked at 501 (2 of them), 501-503
-(4) and 507-532 (8).
+a bound of 500, publishers writing groups all at once peaked at 501 (2 of them), 501-502
+(4) and 520-530 (8).
 """
 
 from __future__ import annotations

@@ -179,6 +179,21 @@ async def test_a_vanished_queue_returns_every_task_as_unroutable(
     assert await books(broker) == (0, 0)
 
 
+async def test_depth_counts_both_queues_and_looks_again_after_a_queue_was_missing(
+    broker_settings: BrokerSettings, open_broker: Open
+) -> None:
+    broker = await open_broker(broker_settings)
+    assert await broker.publish(tasks(3)) == [None] * 3
+    assert await broker.depth() == (3, 0)
+    connection = await aio_pika.connect(broker_settings.amqp_url)
+    await (await connection.channel()).queue_delete(broker_settings.queue)
+    await connection.close()
+    with pytest.raises(Unavailable):  # the passive declare failed and closed its channel
+        await broker.depth()
+    await open_broker(broker_settings)  # declares the queue again
+    assert await broker.depth() == (0, 0)  # on a fresh channel
+
+
 async def test_a_closed_connection_refuses_every_task_without_raising(
     broker_settings: BrokerSettings, open_broker: Open
 ) -> None:
