@@ -16,10 +16,8 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from aiormq.abc import ChannelFrame, DeliveredMessage
 from opentelemetry.trace import Span, SpanKind
-from pamqp.body import ContentBody
-from pamqp.header import ContentHeader
 
-from batchline import names, tracing
+from batchline import frames, names, tracing
 from batchline.broker import Delivery
 from batchline.errors import BatchlineError, QueueFull, Unavailable
 from batchline.room import QueueRoom
@@ -232,11 +230,14 @@ class RabbitBroker:
         channel closing). aiormq's `basic_publish` does the same for one message with a lock, a
         write-queue hop, a socket write and a timeout of its own; for SubmitBatches of 64, side
         by side, this cut the ingress's CPU per job from 131 to 56 µs and RabbitMQ's from 76 to
-        31. Tied to aiormq 7.2 (pinned); the publish tests against the real RabbitMQ fail if its
-        books change."""
-        frames: list[Any] = []
+        31. The frames are encoded by `batchline.frames`, a body split at the connection's frame
+        size. Tied to aiormq 7.2 (pinned); the publish tests against the real RabbitMQ fail if
+        its books change."""
+        payload: list[bytes] = []
         confirmations: list[asyncio.Future[object]] = []
         current = tracing.headers()  # the call's span
+        # mandatory: a queue that is gone returns the message instead of dropping it
+        method = frames.publish_method(channel.number, self._settings.queue, mandatory=True)
         async with channel.lock:
             first_tag = channel.delivery_tag
             try:
@@ -249,19 +250,19 @@ class RabbitBroker:
                         start_s=time.time(),
                         attributes={"batchline.job_id": task.job_id},
                     )
-                    properties = aiormq.spec.Basic.Properties(
-                        delivery_mode=PERSISTENT,
-                        message_id=task.job_id,
-                        content_type=names.TASK_CONTENT_TYPE,
-                        message_type=names.TASK_TYPE,
-                        headers=tracing.headers(span) or None,  # the batcher continues the trace here
+                    payload.append(
+                        frames.publish(
+                            method,
+                            channel.number,
+                            body,
+                            max_content=channel.max_content_size,
+                            message_id=task.job_id,
+                            content_type=names.TASK_CONTENT_TYPE,
+                            message_type=names.TASK_TYPE,
+                            delivery_mode=PERSISTENT,
+                            headers=tracing.headers(span),  # the batcher continues the trace here
+                        )
                     )
-                    frames += [
-                        # mandatory: a queue that is gone returns the message instead of dropping it
-                        aiormq.spec.Basic.Publish(routing_key=self._settings.queue, mandatory=True),
-                        ContentHeader(properties=properties, body_size=len(body)),
-                        ContentBody(body),
-                    ]
                     channel.delivery_tag += 1
                     confirmation = channel.create_future()
                     channel.confirmations[channel.delivery_tag] = confirmation
@@ -270,7 +271,7 @@ class RabbitBroker:
                     confirmations.append(confirmation)
                 written = channel.create_future()
                 await channel.write_queue.put(
-                    ChannelFrame.marshall(channel_number=channel.number, frames=frames, drain_future=written)
+                    ChannelFrame(payload=b"".join(payload), should_close=False, drain_future=written)
                 )
             except BaseException:  # nothing reached the broker: give the tags back
                 for tag in range(first_tag + 1, channel.delivery_tag + 1):
