@@ -24,7 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import Gauge
 
 from batchline import access
-from batchline.errors import ErrorInterceptor
+from batchline.errors import Boundary
 from batchline.settings import SettingsError
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,8 @@ class GrpcServer:
         `reuse_port`, other processes may listen on the same port too (SO_REUSEPORT: the
         kernel gives each new connection to one of them); without, a taken port is an error."""
         options = list({**dict(SERVER_OPTIONS), "grpc.so_reuseport": int(reuse_port)}.items())
-        self.server = aio.server(
-            interceptors=[ErrorInterceptor(functools.partial(access.admit, keys))], options=options
-        )
+        self.server = aio.server(options=options)
+        self._boundary = Boundary(self.server, functools.partial(access.admit, keys))
         self.health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.service_names = list(service_names)
@@ -88,8 +87,11 @@ class GrpcServer:
         if self.port == 0:
             raise OSError(f"cannot listen on {host}:{port}: the port is taken or not allowed")
 
-    def add(self, register: Callable[[grpc.aio.Server], None]) -> None:
-        register(self.server)
+    def add(self, register: Callable[[Any], None]) -> None:
+        """Register a service (its generated `add_*Servicer_to_server`) behind the boundary:
+        the access guard and the error mapping of `batchline.errors`. Health and reflection are
+        grpc's own, need no key and raise nothing of ours: they go onto the server as they are."""
+        register(self._boundary)
 
     async def start(self) -> None:
         await self.set_serving(False)
