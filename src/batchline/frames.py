@@ -3,10 +3,10 @@ directly with `struct`.
 
 pamqp, which aiormq sends through, builds each publish as three frame objects and encodes
 every field through a generic dispatch on its type. The ingress publishes messages that differ
-only in body and message id, so here each is a few packs: measured on a 2-vCPU EPYC, 2.8 µs
-of CPU per message against 19.0 µs through pamqp. The bytes are pamqp's, field for field
-(`tests/unit/test_frames.py` holds them side by side); pamqp still encodes what is rare, the
-trace headers' field table.
+only in body and message id, so here each is a few packs: measured on a 2-vCPU EPYC, 2.5 µs
+of CPU per message against 20.6 µs through pamqp (docs/benchmarks/ingress-cpu-ab.md). The
+bytes are pamqp's, field for field (`tests/unit/test_frames.py` holds them side by side);
+pamqp still encodes what is rare, the trace headers' field table.
 """
 
 from __future__ import annotations

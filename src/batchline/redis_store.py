@@ -148,8 +148,9 @@ class Commands:
     Around each command redis-py 8's client takes a connection from its pool under a lock and a
     condition, reads the socket once to check it, and times the command for its observability
     hooks. Measured on a 2-vCPU EPYC with this store's settings (medians of 7 rounds side by
-    side): the EVALSHA that creates a group of four Submits' jobs cost the caller 164 µs of CPU
-    through redis-py's client and 99 µs here; the HGET of a job's record, 125 µs and 73 µs.
+    side, docs/benchmarks/ingress-cpu-ab.md): the EVALSHA that creates a group of four
+    Submits' jobs cost the caller 217 µs of CPU through redis-py's client and 128 µs here; the
+    HGET of a job's record, 170 µs and 99 µs.
     The other commands (statistics, queue positions, the event subscription) go through
     redis-py's client.
 

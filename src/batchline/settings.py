@@ -100,8 +100,10 @@ class StoreSettings:
     job_ttl_s: int = 24 * 3600
     # Per-command socket timeout: how fast a dead Redis turns into UNAVAILABLE.
     timeout_s: float = 2.0
-    # Redis connections per process. Past it a command waits (up to timeout_s) for a free one,
-    # never fails at once: a burst of calls queues instead of reading as "Redis is down".
+    # Redis connections per process, for each of the store's two paths: the job commands
+    # (create, move, read a job) on connections of their own, the rest through redis-py's pool.
+    # Past it a command waits (up to timeout_s) for a free one, never fails at once: a burst of
+    # calls queues instead of reading as "Redis is down".
     max_connections: int = 64
 
     @classmethod
