@@ -158,8 +158,9 @@ class Commands:
     cancellation on the way (a timeout, a caller that went away) closes it instead, so an idle
     connection never holds half a reply. A reused connection whose peer is gone (Redis restarted)
     fails its command; the command is sent once more on a fresh connection, as redis-py's client
-    does with this store's retry setting. Every command sent here is safe to repeat: the scripts
-    write only what moves a job forward or does not exist yet."""
+    did with this store's retry setting. Where the reply alone was lost, the command runs twice:
+    the job writes here are safe to repeat (each writes only what moves a job forward or does not
+    exist yet); a batch's statistics would count it twice, as they would have under redis-py."""
 
     def __init__(self, pool: aioredis.ConnectionPool, limit: int, timeout_s: float) -> None:
         self._pool = pool  # makes the connections, with the store's address, credentials and timeouts
