@@ -126,3 +126,22 @@ def test_the_reports_json_has_null_where_python_would_write_nan_or_infinity() ->
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text) == {"p99": None, "load": None, "runs": [[1.5, None]], "n": 3}
     assert text.endswith("}\n")
+
+
+def test_the_proxys_share_is_taken_side_by_side_within_each_repeat() -> None:
+    """A machine that slows between repeats must not move the ratio: native gRPC ran 2,000/s in
+    the first repeat and 1,000/s in the other two, REST at 70% of it each time. Ratio of
+    medians would read 1,400 / 1,000 = 140%."""
+
+    def run(name: str, rps: float) -> dict[str, Any]:
+        return {"name": f"saturation-{name}", "rps": rps, "latencyDistribution": [], "count": 1,
+                "statusCodeDistribution": {"OK": 1}}  # fmt: skip
+
+    repeats = [(2000.0, 1400.0), (1000.0, 700.0), (1000.0, 700.0)]
+    reports = [r for (native, rest) in repeats for r in (run("grpc-direct", native), run("rest-envoy", rest))]
+    ratios = suite.protocols(reports)["rest-envoy"]["vs_native_runs"]
+    assert ratios == [0.7, 0.7, 0.7] and suite.protocols(reports)["rest-envoy"]["vs_native"] == 0.7
+    summary = full_summary(floor_p99=None)
+    row = {"rps": 700.0, "vs_native": 0.7, "vs_native_runs": ratios, "p50_ms": 1.0, "p99_ms": 2.0}
+    summary["protocols"]["rest-envoy"] = {**row, "accepted": 1.0}
+    assert "| rest | through Envoy | 700 | 70% (70%, 70%, 70%) |" in report_text(summary)
