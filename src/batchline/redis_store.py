@@ -103,6 +103,13 @@ end
 return written
 """
 
+# The status of each job, nil for a job with no record. KEYS: each job.
+STATUSES_LUA = """
+local statuses = {}
+for i = 1, #KEYS do statuses[i] = redis.call('HGET', KEYS[i], 's') end
+return statuses
+"""
+
 # Mark a job's task published: a field of the job's own hash, so it expires with the record;
 # never on a record that is gone (HSET alone would create a hash with no TTL). KEYS: job.
 MARK_PUBLISHED_LUA = """
@@ -149,8 +156,9 @@ class Commands:
     condition, reads the socket once to check it, and times the command for its observability
     hooks. Measured on a 2-vCPU EPYC with this store's settings (medians of 7 rounds side by
     side, docs/benchmarks/ingress-cpu-ab.md): the EVALSHA that creates a group of four
-    Submits' jobs cost the caller 217 µs of CPU through redis-py's client and 128 µs here; the
-    HGET of a job's record, 170 µs and 99 µs.
+    Submits' jobs cost the caller 208 µs of CPU through redis-py's client and 134 µs here; the
+    HGET of a job's record, 162 µs and 93 µs; a batch of 16's status read (a pipeline before,
+    one script here), 475 µs and 131 µs.
     The other commands (statistics, queue positions, the event subscription) go through
     redis-py's client.
 
@@ -262,6 +270,7 @@ class RedisJobStore:
         self._transition = self._commands.script(TRANSITION_LUA)
         self._discard = self._commands.script(DISCARD_LUA)
         self._mark_published = self._commands.script(MARK_PUBLISHED_LUA)
+        self._statuses = self._commands.script(STATUSES_LUA)
 
     def job_key(self, job_id: str) -> str:
         return self._prefix + names.JOB_KEY + job_id
@@ -428,11 +437,11 @@ class RedisJobStore:
         return max(1, int(entered) - int(left or 0))
 
     async def statuses(self, job_ids: Sequence[str]) -> list[int | None]:
+        """Each job's status (None: no record): one script call, on a batch's way to its pass."""
+        if not job_ids:
+            return []
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for job_id in job_ids:
-                    pipe.hget(self.job_key(job_id), "s")
-                raw = await pipe.execute()
+            raw = await self._commands.run(self._statuses, [self.job_key(job_id) for job_id in job_ids], [])
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
         return [None if r is None else int(r) for r in raw]

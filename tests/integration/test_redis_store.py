@@ -136,6 +136,7 @@ async def test_batch_statistics_and_statuses(store: RedisJobStore) -> None:
     )
     assert written == [True, True]
     assert await store.statuses(["s1", "s2", "nope"]) == [codec.DONE, codec.DONE, None]
+    assert await store.statuses([]) == []
     stats = await store.stats()
     assert stats.batch_sizes == {2: 1}
     assert stats.workers["w1"].padded_tokens == 12

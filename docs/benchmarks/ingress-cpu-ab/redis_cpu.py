@@ -1,5 +1,6 @@
 """CPU per command, redis-py's client against the store's own connections (Commands), on the
-local Redis: the EVALSHA that stores a group of four Submits' jobs, and the HGET of a record.
+local Redis: the EVALSHA that stores a group of four Submits' jobs, the HGET of a record, and
+a batch's status read (statuses(): a redis-py pipeline of HGETs before, one script now).
 Seven rounds of 1,000 each, in turns; medians and every round.
 
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/ingress-cpu-ab/redis_cpu.py
@@ -40,6 +41,20 @@ async def main() -> None:
         "HGET, redis-py's client": lambda: store._redis.hget(keys[2], "d"),
         "HGET, Commands": lambda: store._commands.call("HGET", keys[2], "d"),
     }
+
+    async def pipelined(keys: list[str]) -> Any:  # statuses() before: a pipeline of HGETs
+        async with store._redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hget(key, "s")
+            return await pipe.execute()
+
+    batch = [store.job_key(f"s{i}") for i in range(16)]
+    ways |= {
+        "1 status, redis-py pipeline": lambda: pipelined(batch[:1]),
+        "1 status, Commands script": lambda: store.statuses(["s0"]),
+        "16 statuses, redis-py pipeline": lambda: pipelined(batch),
+        "16 statuses, Commands script": lambda: store.statuses([f"s{i}" for i in range(16)]),
+    }
     rounds: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(7):
         for name, call in ways.items():
@@ -50,7 +65,7 @@ async def main() -> None:
                 await call()
             rounds[name].append((time.process_time() - started) / 1000 * 1e6)
     for name, values in rounds.items():
-        print(f"{name:28s} {statistics.median(values):6.1f} us  ({', '.join(f'{v:.0f}' for v in values)})")
+        print(f"{name:32s} {statistics.median(values):6.1f} us  ({', '.join(f'{v:.0f}' for v in values)})")
     await store._redis.delete(*keys)
     await store.close()
 
