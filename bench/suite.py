@@ -353,6 +353,7 @@ def verdicts(summary: dict[str, Any]) -> dict[str, bool]:
 def _ratio(row: dict[str, Any]) -> str:
     """A protocol's rate against native gRPC's, with each repeat's when there were several."""
     runs = row.get("vs_native_runs", [])
+    # One run has nothing to add, nor native gRPC's own row (100% in every repeat).
     each = f" ({', '.join(f'{r:.0%}' for r in runs)})" if len(runs) > 1 and set(runs) != {1.0} else ""
     return f"{row['vs_native']:.0%}{each}"
 

@@ -21,8 +21,9 @@ from batchline.v1 import job_pb2
 
 
 async def main() -> None:
-    settings = StoreSettings(redis_url="redis://127.0.0.1:6379/0", key_prefix=f"cpu:{uuid.uuid4().hex[:8]}:")
-    store = RedisJobStore(replace_ttl(settings))
+    prefix = f"cpu:{uuid.uuid4().hex[:8]}:"
+    settings = StoreSettings(redis_url="redis://127.0.0.1:6379/0", key_prefix=prefix, job_ttl_s=60)
+    store = RedisJobStore(settings)
     jobs = []
     for _ in range(4):
         task = job_pb2.InferenceTask(job_id=codec.new_job_id(), text="the food was great (review 123)")
@@ -68,12 +69,6 @@ async def main() -> None:
         print(f"{name:32s} {statistics.median(values):6.1f} us  ({', '.join(f'{v:.0f}' for v in values)})")
     await store._redis.delete(*keys)
     await store.close()
-
-
-def replace_ttl(settings: StoreSettings) -> StoreSettings:
-    from dataclasses import replace
-
-    return replace(settings, job_ttl_s=60)
 
 
 uvloop.run(main())
