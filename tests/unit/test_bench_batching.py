@@ -184,6 +184,18 @@ def test_the_policy_simulation_ranks_the_default_first_under_load() -> None:
     assert light["mean_batch"] < 1.2  # at light load every job runs at once, nearly alone
 
 
+def test_the_policy_simulation_writes_its_page_for_each_pass(tmp_path: Path) -> None:
+    from bench import simulate
+
+    out = tmp_path / "policy-simulation.md"
+    simulate.main(["--rates", "20", "60", "--seeds", "1", "--jobs", "300", "--out", str(out)])
+    page = out.read_text()
+    for forward in ("packed", "padded"):  # the batcher's default pass first
+        assert f"## FORWARD={forward}: " in page
+    assert page.index("FORWARD=packed") < page.index("FORWARD=padded")
+    assert page.count("| 60 | default |") == 2 and page.count("over greedy FIFO's (`16:0`): ") == 2
+
+
 def test_configs_take_turns_and_no_config_always_runs_last() -> None:
     configs = list(batching.CONFIGS)
     orders = [batching.turns(configs, repeat) for repeat in range(3)]

@@ -148,6 +148,34 @@ def test_a_packed_model_keeps_mixed_lengths_in_one_pass() -> None:
     assert len(taken) == 16 and max(taken) - min(taken) <= 20
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(7, 39), min_size=1, max_size=16),
+    speed=st.floats(0.5, 2.0),
+    rate=st.floats(0.0, 60.0),
+)
+def test_below_a_full_batch_the_default_forms_greedy_fifos_batch(
+    lengths: list[int], speed: float, rate: float
+) -> None:
+    """What the batching benchmark's loads below saturation meet: no more jobs waiting than one
+    batch holds, the benchmark's reviews (7-39 tokens), the packed pass's cost as calibrated
+    here on a machine up to 2 x faster or slower, up to 60 arrivals a second. The default
+    (length-aware, the token budget, the adaptive wait) runs at once exactly the jobs greedy
+    FIFO (`16:0`) runs, so where no backlog builds the two can differ only by the machine."""
+    from bench.simulate import PASS_COSTS
+
+    fixed_ms, per_token_ms = PASS_COSTS["packed"]
+    work = functools.partial(packed_work, dim=768, hidden=3072)
+    load = Load(
+        rate, ForwardTime(fixed_s=speed * fixed_ms / 1e3, per_token_s=speed * per_token_ms / 1e3, work=work)
+    )
+    waiting = [Item(i / 1000, n) for i, n in enumerate(lengths)]
+    now = len(lengths) / 1000
+    default = next_batch(waiting, now, Policy(16, 0.05, adaptive=True, max_batch_tokens=4096), load)
+    fifo = next_batch(waiting, now, Policy(16, 0.0, length_aware=False), load)
+    assert default.take == fifo.take == tuple(range(len(lengths)))
+
+
 def test_similar_lengths_stay_in_one_pass() -> None:
     waiting = [Item(float(i), n) for i, n in enumerate([20, 24, 21, 26, 22, 25])]
     decision = next_batch(waiting, now=10.0, policy=Policy(16, 0.0), load=MEASURED)
