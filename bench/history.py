@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import suite
+from bench.batching import CONTROL, medians, p99_against_best
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "benchmarks"
@@ -84,6 +85,13 @@ def light_aside(summary: dict[str, Any]) -> str:
     return f" ({', '.join(others)})" if others else ""
 
 
+def control_aside(summary: dict[str, Any]) -> str:
+    """The same ratio for the default's identical copy (`default, again`), where the run had one:
+    what the measurement gives a policy that cannot differ from the default."""
+    copy = summary.get("control_vs_best_p99_ratio")
+    return "" if copy is None else f" (its copy {copy:.2f})"
+
+
 BATCHING = [
     Column("saturation fp32 (≥ 0.9 x bare)", _get("saturation_ratio"), lambda v, _: v >= 0.9),
     Column("saturation bf16 (≥ 0.9 x bare)", _get("saturation_ratio_bf16"), lambda v, _: v >= 0.9),
@@ -92,7 +100,12 @@ BATCHING = [
     Column(
         "light load p50 over the pass (≤ 5 ms)", light_overhead, lambda v, _: v <= 5, 1, " ms", light_aside
     ),
-    Column("default p99 / best fixed (≤ 1.1)", _get("default_vs_best_p99_ratio"), lambda v, _: v <= 1.1),
+    Column(
+        "default p99 / best fixed (≤ 1.1)",
+        _get("default_vs_best_p99_ratio"),
+        lambda v, _: v <= 1.1,
+        aside=control_aside,
+    ),
 ]
 
 
@@ -158,12 +171,18 @@ def batching_runs(folder: Path) -> list[dict[str, Any]]:
             line = report.read_text().splitlines()[2]
             if found := re.search(r"Measured (\S+ \S+) on (.*?); reproduce", line):
                 when, machine = found.group(1), found.group(2)
+        summary = json.loads(summary_path.read_text())
+        if "control_vs_best_p99_ratio" not in summary and meta.get("runs"):  # reports before it
+            table = medians(meta["runs"])
+            if any(config == CONTROL for config, _ in table):
+                against = p99_against_best(table, CONTROL).values()
+                summary["control_vs_best_p99_ratio"] = max(ratio for ratio, _ in against)
         runs.append(
             {
                 "report": report.relative_to(folder).as_posix(),
                 "when": when or "?",
                 "machine": machine or "not recorded",
-                "summary": json.loads(summary_path.read_text()),
+                "summary": summary,
             }
         )
     return sorted(runs, key=lambda run: run["when"])
@@ -268,7 +287,10 @@ def markdown(folder: Path) -> str:
         "start, back to back and after an idle gap; the table judges them by the larger overhead (a",
         "spaced pass timed in a slow moment read up to 61 ms against 25 back to back) and gives the",
         "other reading in brackets, which some of those reports judged by. Default p99 / best fixed:",
-        "the worst load's ratio.",
+        "the worst load's ratio; in brackets the same for the default's identical copy (`default,",
+        "again`), where the run had one. The copy cannot differ from the default, and below a full",
+        "batch waiting neither differs from `16:0` in any batch it forms: a copy over 1.1 is this",
+        "measurement failing a policy against itself.",
         "",
         *_table(batching, BATCHING, reader(BATCHING)),
         "",

@@ -112,6 +112,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     # The default on one lane is the default policy too, not a fixed config to beat.
     assert summary["default_vs_best_p99_ratio"] == 105 / 100
     assert summary["default_vs_itself_p99_ratio"] == 105 / 84  # the larger over the smaller
+    assert summary["control_vs_best_p99_ratio"] == 84 / 100  # the copy, judged as the default is
     assert summary["saturation_ratio_one_lane"] == 66.0 / 60.0
     assert summary["saturation_fp32_jobs_per_s"] == 57.0  # its runs kept apart from one lane's
     assert summary["light_load_p50_one_lane_ms"] == 60 / 2
@@ -130,7 +131,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     table = (tmp_path / "batching.md").read_text()
     assert "| 90% | default |" in table and "python -m bench.batching" in table
     assert "34.0 ms after" in table and "167 ms idle" in table
-    assert "| 90% | 16:0 | 1.05 | 1.25 |" in table  # the best fixed config, beside the control
+    assert "| 90% | 16:0 | 1.05 | 0.84 | 1.25 |" in table  # the best fixed config, beside the control
     assert (tmp_path / "batching.png").stat().st_size > 10_000
 
 
