@@ -19,7 +19,10 @@ def main() -> None:
         with stack.start("local", suite.HOLD_ALL, batchers=0) as targets:
             warm = suite.submit("warm", host=targets.ingress, rps=200, duration=1.0, progress=False)
             runner.run(runner.make_plan(warm.validate(), suite.PROTOSET.read_bytes()))
-            options = suite.submit("ingress-direct", rps=2000, duration=30, concurrency=1000)
+            connections = suite.INGRESS_CONNECTIONS  # the generator's calls spread as the suite spreads them
+            options = suite.submit(
+                "ingress-direct", rps=2000, duration=30, concurrency=1000, connections=connections
+            )
             report = runner.run(
                 runner.make_plan(
                     replace(options, host=targets.ingress).validate(), suite.PROTOSET.read_bytes()
