@@ -9,9 +9,9 @@ what the full-size DistilBERT measured on 2 threads here (`PASS_COSTS`); `--cali
 this machine's pass over the batcher's warm-up shapes and fits the line as the batcher does,
 and `--fixed-ms` / `--per-token-ms` give another machine's.
 The pipeline's own time outside the model is a constant. On a busy two-core machine the real
-benchmark's p99 moves by tens of percent from run to run, and two runs of one config read up
-to 2-6 x apart (docs/benchmarks/noise-floor.md); here the policies are compared on the same
-arrivals, so a difference is the policy's.
+benchmark's p99 moves by tens of percent from run to run of one config
+(docs/benchmarks/noise-floor.md); here the policies are compared on the same arrivals, so a
+difference is the policy's.
 
 Writes docs/benchmarks/policy-simulation.md.
 """
@@ -140,7 +140,7 @@ def simulate(
     }
 
 
-RATES = {  # up to ~95% of what one batcher does with each pass at batch 16
+RATES = {  # up to about the limit of one batcher with each pass
     "packed": [10, 20, 30, 40, 60, 80, 90, 100, 105],
     "padded": [10, 20, 30, 40, 50, 60],
 }
