@@ -53,6 +53,12 @@ def work(forward: str) -> Callable[[int, int, int], float]:
     return padded_work
 
 
+def pass_time(forward: str, fixed_ms: float, per_token_ms: float) -> Callable[[Any, Any, Any], Any]:
+    """Seconds of a pass of (size, longest, real): numbers, or arrays of shapes (`Load`)."""
+    computed = work(forward)
+    return lambda size, longest, real: (fixed_ms + per_token_ms * computed(size, longest, real)) / 1000
+
+
 def calibrate(forward: str) -> tuple[float, float]:
     """(fixed ms, ms per token) of this machine's pass, fp32 on 2 threads, fitted over the
     batcher's warm-up shapes as the batcher fits them (imports torch)."""
@@ -160,12 +166,12 @@ rest for the next pass. With the padded pass that saves the padding's compute, a
 keeps its p99 far below FIFO's near the limit. The packed pass (the batcher's default for
 DistilBERT) computes the real tokens only, so grouping saves little: 3% of the time per real
 token on batches of 16 of these sentences (arrival order over sorted, median of five rounds:
-[`packed-ab/sorted-vs-arrival.txt`](packed-ab/sorted-vs-arrival.txt)), 1% in the cost model
-here. What grouping costs is order: a job left for the next pass waits one more pass, and
-near the limit those jobs are the tail, so here the default's p99 passes FIFO's. It keeps the
-padding the benchmark counts at saturation (0.91 against FIFO's 0.60 in
-[`batching.md`](batching.md)); a rule that groups only where grouping saves compute would run
-FIFO's batches with the packed pass and give that up.""".splitlines()
+[`packed-ab/sorted-vs-arrival.txt`](packed-ab/sorted-vs-arrival.txt)), under 1% in the cost
+model here. What grouping costs is order: a job left for the next pass waits one more pass,
+and near the limit those jobs are the tail, so here the default's p99 passes FIFO's. Grouping
+is what holds the padding the benchmark counts at saturation ([`batching.md`](batching.md)); a
+rule that groups only where grouping saves compute would run FIFO's batches with the packed
+pass and give that up.""".splitlines()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -179,25 +185,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=4000, help="arrivals per sequence")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "policy-simulation.md")
     args = parser.parse_args(argv)
+    if len(args.forward) > 1 and (args.fixed_ms is not None or args.per_token_ms is not None):
+        parser.error("--fixed-ms and --per-token-ms are one pass's costs: give one --forward with them")
 
     lines = [
         "# The batch policies, simulated",
         "",
         "`python -m bench.simulate`: one batcher, Poisson arrivals of the benchmark's sentences, the",
         "real `next_batch` deciding every batch, the full-size DistilBERT's pass on 2 threads (+-10%),",
-        f"4 ms outside the model. Medians over {args.seeds} arrival sequences of {args.jobs:,} jobs; every "
-        "policy sees the same",
-        "arrivals. Padding: real over padded tokens (size x longest), as the benchmark counts it.",
+        f"4 ms outside the model. Medians over {args.seeds} arrival sequences of {args.jobs:,} jobs;",
+        "every policy sees the same arrivals. Padding: real over padded tokens (size x longest), as",
+        "the benchmark counts it.",
     ]
     for forward in args.forward:
         fixed_ms, per_token_ms = calibrate(forward) if args.calibrate else PASS_COSTS[forward]
         fixed_ms = args.fixed_ms if args.fixed_ms is not None else fixed_ms
         per_token_ms = args.per_token_ms if args.per_token_ms is not None else per_token_ms
-        computed = work(forward)
-
-        def forward_s(size: Any, longest: Any, real: Any) -> Any:  # numbers, or arrays of shapes (Load)
-            return (fixed_ms + per_token_ms * computed(size, longest, real)) / 1000  # noqa: B023
-
+        forward_s = pass_time(forward, fixed_ms, per_token_ms)
         unit = (
             "token it computes (the real ones, plus attention's padded share)"
             if forward == "packed"

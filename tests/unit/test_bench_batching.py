@@ -195,6 +195,8 @@ def test_the_policy_simulation_writes_its_page_for_each_pass(tmp_path: Path) -> 
         assert f"## FORWARD={forward}: " in page
     assert page.index("FORWARD=packed") < page.index("FORWARD=padded")
     assert page.count("| 60 | default |") == 2 and page.count("over greedy FIFO's (`16:0`): ") == 2
+    with pytest.raises(SystemExit):  # one pair of costs cannot be both passes'
+        simulate.main(["--fixed-ms", "10", "--out", str(out)])
 
 
 def test_configs_take_turns_and_no_config_always_runs_last() -> None:

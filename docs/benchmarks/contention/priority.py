@@ -14,6 +14,8 @@ variants in turns (reversed every other round), `--rounds` rounds:
 - `GOMP_SPINCOUNT=K`: alone, OpenMP's workers spinning K iterations before they sleep.
 
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/contention/priority.py [--rounds 3]
+
+Lowering a nice value needs the privilege to (root, or CAP_SYS_NICE).
 """
 
 from __future__ import annotations
