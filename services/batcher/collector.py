@@ -11,8 +11,12 @@ The rules, in order:
    little; the run shrinks until size x longest fits the token budget. With a measured
    forward-time model, the pool sorted by length is cut into the runs that cost the least
    forward time in all (a pass's fixed cost against the padding it saves), and the seed's run is
-   the batch: mixed lengths split only when the padded tokens saved outweigh one more pass. A
-   model that packs its batch (pays for real tokens, hardly for padding) is hardly ever split.
+   the batch: mixed lengths split only when the padded tokens saved outweigh one more pass.
+   Grouping reorders, and a job left for a later pass waits that pass longer: so the pool is
+   grouped only when its cut saves at least `min_group_saving` of the forward time of running
+   the same jobs in urgency order; otherwise the batch is FIFO's. A model that packs its batch
+   (pays for real tokens, hardly for padding) saves about nothing by grouping reviews, so it
+   keeps their order; grouping pays again where padding costs (a padded pass, long inputs).
    FIFO: in urgency order, skipping what would break the budget. The seed always runs, even
    alone, even over budget.
 4. Close when full (SIZE) or when the budget or the padding cost stops it growing (TOKENS).
@@ -73,6 +77,9 @@ class Policy:
     # What one more pass costs beyond the model's own time (the batcher's round trips and
     # bookkeeping), when deciding whether to split jobs of mixed lengths into two passes.
     pass_overhead_s: float = 0.002
+    # Group by length only when that saves at least this share of the forward time of the same
+    # jobs in urgency order (0 = whenever it saves anything).
+    min_group_saving: float = 0.02
 
 
 @dataclass(frozen=True)
@@ -151,14 +158,16 @@ def _fill(
     """The seed and the jobs to run with it; whether the budget (or the padding cost) stopped
     the batch growing."""
     seed = pool[0]
-    if not policy.length_aware:
+    if not policy.length_aware or len(pool) == 1:
         return _fill_in_order(waiting, pool, policy)
     by_length = sorted(pool, key=lambda i: waiting[i].tokens)  # stable: urgency breaks ties
     at = by_length.index(seed)
     lengths = [waiting[i].tokens for i in by_length]
     full = min(policy.max_batch_size, len(pool))
     if forward_s is not None:
-        first, end = _cheapest_run(lengths, at, policy, forward_s)
+        first, end, grouped_s = _cheapest_run(lengths, at, policy, forward_s)
+        if grouped_s > (1 - policy.min_group_saving) * _in_order_s(waiting, pool, policy, forward_s):
+            return _fill_in_order(waiting, pool, policy)
         return by_length[first:end], end - first < full
     # Without a forward-time model: the run of neighbours around the seed that wastes the
     # fewest padded tokens (size x longest - real), as large as the budget allows.
@@ -182,10 +191,10 @@ def _fits(size: int, longest: int, policy: Policy) -> bool:
 
 def _cheapest_run(
     lengths: list[int], at: int, policy: Policy, forward_s: Callable[[Any, Any, Any], Any]
-) -> tuple[int, int]:
+) -> tuple[int, int, float]:
     """Cut `lengths` (sorted) into runs of at most max_batch_size that fit the budget, so that
     their passes cost the least time in all (dynamic programming over where each run ends);
-    return the run holding index `at` as (first, end).
+    return the run holding index `at` as (first, end), and the cut's time in all.
 
     Every run's pass time comes from one call of `forward_s` over arrays (every end against
     every size), not from a call per run: with 128 jobs waiting, a batch decision cost 0.92-0.94
@@ -193,7 +202,8 @@ def _cheapest_run(
     0.35-0.36 ms this way (docs/benchmarks/event-loop-cpu/next-batch-ab.txt)."""
     n, most = len(lengths), policy.max_batch_size
     if n == 1:  # a lone job, as at light load: nothing to cut, and setting up the arrays made
-        return 0, 1  # its decision 0.13-0.17 ms, not 0.03-0.06 (event-loop-cpu/next-batch-lone-ab.txt)
+        # its decision 0.13-0.17 ms, not 0.03-0.06 (event-loop-cpu/next-batch-lone-ab.txt)
+        return 0, 1, float(forward_s(1, lengths[0], lengths[0])) + policy.pass_overhead_s
     sorted_lengths = np.asarray(lengths, dtype=np.int64)
     total_to = np.concatenate(([0], np.cumsum(sorted_lengths)))  # real tokens in lengths[:i]
     ends = np.arange(1, n + 1)[:, None]  # a run ends (exclusive) at each of these...
@@ -217,7 +227,23 @@ def _cheapest_run(
     end = n
     while start[end] > at:
         end = start[end]
-    return start[end], end
+    return start[end], end, cost[n]
+
+
+def _in_order_s(
+    waiting: Sequence[Waiting], pool: list[int], policy: Policy, forward_s: Callable[[Any, Any, Any], Any]
+) -> float:
+    """The forward time of the pool cut in urgency order: runs of at most max_batch_size, a new
+    run wherever the next job would break the budget (each with its pass overhead, as in
+    `_cheapest_run`)."""
+    total, size, longest, real = 0.0, 0, 0, 0
+    for i in pool:
+        tokens = waiting[i].tokens
+        if size and (size >= policy.max_batch_size or not _fits(size + 1, max(longest, tokens), policy)):
+            total += float(forward_s(size, longest, real)) + policy.pass_overhead_s
+            size, longest, real = 0, 0, 0
+        size, longest, real = size + 1, max(longest, tokens), real + tokens
+    return total + float(forward_s(size, longest, real)) + policy.pass_overhead_s
 
 
 def _fill_in_order(waiting: Sequence[Waiting], pool: list[int], policy: Policy) -> tuple[list[int], bool]:

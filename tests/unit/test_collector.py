@@ -140,12 +140,39 @@ def test_a_packed_model_keeps_mixed_lengths_in_one_pass() -> None:
     waiting = [Item(0.0, 10), Item(1.0, 40), Item(2.0, 10), Item(3.0, 40), Item(4.0, 10)]
     decision = next_batch(waiting, now=5.0, policy=Policy(16, 0.0), load=packed)
     assert decision.take == (0, 1, 2, 3, 4) and decision.close_reason == DRAINED
-    # A backlog still goes in length order: of the cuts with the fewest passes, the one whose
-    # attention pads least.
+    # A backlog of these keeps its order too: grouping it by length would save under 1% of the
+    # time (attention's padding), and the jobs it left behind would wait a pass longer.
     lengths = [10 + (i * 7) % 40 for i in range(32)]
-    backlog = next_batch([Item(float(i), n) for i, n in enumerate(lengths)], 100.0, Policy(16, 0.0), packed)
-    taken = sorted(lengths[i] for i in backlog.take)
+    backlog = [Item(float(i), n) for i, n in enumerate(lengths)]
+    assert next_batch(backlog, 100.0, Policy(16, 0.0), packed).take == tuple(range(16))
+    # Asked to group whatever it saves, it cuts the backlog in length order: of the cuts with
+    # the fewest passes, the one whose attention pads least.
+    grouped = next_batch(backlog, 100.0, Policy(16, 0.0, min_group_saving=0.0), packed)
+    taken = sorted(lengths[i] for i in grouped.take)
     assert len(taken) == 16 and max(taken) - min(taken) <= 20
+
+
+def test_a_packed_model_groups_long_inputs_where_their_attention_costs() -> None:
+    # Near the model's limit attention's padding is no longer small: 480 tokens pad a short
+    # input's attention to 480 x 480. A backlog of short and long inputs, alternating.
+    packed = Load(0.0, lambda size, longest, real: 0.016 + 0.00046 * (real + size * longest * longest / 4608))
+    lengths = [12 if i % 2 == 0 else 480 for i in range(32)]
+    backlog = [Item(float(i), n) for i, n in enumerate(lengths)]
+    decision = next_batch(backlog, 100.0, Policy(16, 0.0), packed)
+    assert 0 in decision.take and {lengths[i] for i in decision.take} == {12}
+
+
+def test_a_padded_backlog_groups_the_fifo_order_would_waste_a_third() -> None:
+    lengths = [10 + (i * 7) % 40 for i in range(32)]
+    backlog = [Item(float(i), n) for i, n in enumerate(lengths)]
+    in_order = collector._in_order_s(backlog, list(range(32)), Policy(16, 0.0), MEASURED.forward_s)
+    *_, grouped = collector._cheapest_run(sorted(lengths), 0, Policy(16, 0.0), MEASURED.forward_s)
+    assert grouped < 0.8 * in_order
+    assert next_batch(backlog, 100.0, Policy(16, 0.0), MEASURED).take != tuple(range(16))
+    # The same backlog with a saving asked for that grouping cannot give: FIFO's batch.
+    assert next_batch(backlog, 100.0, Policy(16, 0.0, min_group_saving=0.5), MEASURED).take == tuple(
+        range(16)
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -224,7 +251,7 @@ def test_the_cost_split_keeps_the_budget_and_the_seed() -> None:
     assert len(short.take) == 10  # 10 x 10 = 100 padded tokens, the budget
 
 
-def plain_cheapest_run(lengths: list[int], at: int, policy: Policy, load: Load) -> tuple[int, int]:
+def plain_cheapest_run(lengths: list[int], at: int, policy: Policy, load: Load) -> tuple[int, int, float]:
     """The same dynamic program with one forecast call per run, as written before the
     vectorised one: the reference it must agree with exactly."""
     n = len(lengths)
@@ -241,7 +268,7 @@ def plain_cheapest_run(lengths: list[int], at: int, policy: Policy, load: Load) 
     end = n
     while start[end] > at:
         end = start[end]
-    return start[end], end
+    return start[end], end, cost[n]
 
 
 @settings(max_examples=300, deadline=None)
@@ -261,8 +288,10 @@ def test_the_vectorised_cut_is_the_plain_dynamic_programs(
     load = Load(0.0, ForwardTime(fixed_s=fixed_ms / 1e3, per_token_s=per_token_us / 1e6, work=work))
     policy = Policy(size, 0.0, max_batch_tokens=budget)
     at = min(at, len(lengths) - 1)
-    vectorised = collector._cheapest_run(lengths, at, policy, load.forward_s)
-    assert vectorised == plain_cheapest_run(lengths, at, policy, load)
+    first, end, total = collector._cheapest_run(lengths, at, policy, load.forward_s)
+    plain_first, plain_end, plain_total = plain_cheapest_run(lengths, at, policy, load)
+    assert (first, end) == (plain_first, plain_end)
+    assert total == pytest.approx(plain_total, rel=1e-9)
 
 
 # --- priorities and aging ---------------------------------------------------------------------------

@@ -65,6 +65,22 @@ def test_prefetch_below_four_batches_is_refused() -> None:
     assert BatcherSettings.from_env({"MAX_BATCH_SIZE": "8"}).prefetch == 64  # default: 8 batches
 
 
+@pytest.mark.parametrize("value", ["1", "1.5", "-0.1", "much"])
+def test_group_min_saving_is_a_share_of_the_time(value: str) -> None:
+    from batcher.settings import BatcherSettings
+    from batchline.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="GROUP_MIN_SAVING"):
+        BatcherSettings.from_env({"GROUP_MIN_SAVING": value})
+
+
+def test_group_min_saving_reaches_the_policy() -> None:
+    from batcher.settings import BatcherSettings
+
+    assert BatcherSettings.from_env({}).group_min_saving == 0.02
+    assert BatcherSettings.from_env({"GROUP_MIN_SAVING": "0"}).group_min_saving == 0.0
+
+
 def test_model_settings_name_the_variable_and_the_choices() -> None:
     from batcher.settings import ModelSettings
     from batchline.settings import SettingsError
