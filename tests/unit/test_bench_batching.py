@@ -185,6 +185,17 @@ def test_the_policy_simulation_ranks_the_default_first_under_load() -> None:
     assert light["mean_batch"] < 1.2  # at light load every job runs at once, nearly alone
 
 
+def test_with_the_packed_pass_the_simulated_default_keeps_fifos_tail_near_the_limit() -> None:
+    from bench.simulate import PASS_COSTS, POLICIES, pass_time, simulate
+
+    forward_s = pass_time("packed", *PASS_COSTS["packed"])
+    default = simulate(POLICIES["default"], 100.0, forward_s, jobs=1500)
+    fifo = simulate(POLICIES["16:0"], 100.0, forward_s, jobs=1500)
+    grouping = simulate(POLICIES["group always"], 100.0, forward_s, jobs=1500)
+    assert default == fifo  # grouping reviews saves under 2%: FIFO's batches, job for job
+    assert grouping["p99_ms"] > fifo["p99_ms"] and grouping["padding"] > fifo["padding"]
+
+
 def test_the_policy_simulation_writes_its_page_for_each_pass(tmp_path: Path) -> None:
     from bench import simulate
 
