@@ -38,7 +38,7 @@ POLICIES = {  # the benchmark's configs, with its token budget for the length-aw
     "16:0": Policy(16, 0.0, length_aware=False),
     "default": Policy(16, 0.05, adaptive=True, max_batch_tokens=4096),
     # the default as it was before GROUP_MIN_SAVING: grouping whatever it saves
-    "group always": Policy(16, 0.05, adaptive=True, max_batch_tokens=4096, min_group_saving=0.0),
+    "group always": Policy(16, 0.05, adaptive=True, max_batch_tokens=4096, group_min_saving=0.0),
 }
 
 # fp32 on 2 threads, (fixed ms, ms per token computed), fitted to the batcher's warm-up shapes:

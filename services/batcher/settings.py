@@ -87,7 +87,8 @@ class BatcherSettings:
     # seeds the next batch, so long inputs are never starved.
     length_aware: bool = True
     # ...but only when grouping saves at least this share of the forward time of the same jobs
-    # in arrival order: a job grouping leaves behind waits a pass longer. The packed pass saves
+    # in urgency (priority, deadline, arrival) order: a job grouping leaves behind waits a pass
+    # longer. The packed pass saves
     # under 1% by grouping reviews, so it keeps their order and FIFO's tail; a padded pass, or
     # long inputs whose attention pads, saves far more and groups. 0 = group whatever it saves.
     group_min_saving: float = 0.02

@@ -108,7 +108,7 @@ class Batcher:
             adaptive=settings.adaptive_wait,
             max_batch_tokens=settings.max_batch_tokens,
             length_aware=settings.length_aware,
-            min_group_saving=settings.group_min_saving,
+            group_min_saving=settings.group_min_saving,
             pool=settings.prefetch,
             aging_s=settings.priority_aging_ms / 1000,
         )

@@ -147,7 +147,7 @@ def test_a_packed_model_keeps_mixed_lengths_in_one_pass() -> None:
     assert next_batch(backlog, 100.0, Policy(16, 0.0), packed).take == tuple(range(16))
     # Asked to group whatever it saves, it cuts the backlog in length order: of the cuts with
     # the fewest passes, the one whose attention pads least.
-    grouped = next_batch(backlog, 100.0, Policy(16, 0.0, min_group_saving=0.0), packed)
+    grouped = next_batch(backlog, 100.0, Policy(16, 0.0, group_min_saving=0.0), packed)
     taken = sorted(lengths[i] for i in grouped.take)
     assert len(taken) == 16 and max(taken) - min(taken) <= 20
 
@@ -170,7 +170,7 @@ def test_a_padded_backlog_groups_the_fifo_order_would_waste_a_third() -> None:
     assert grouped < 0.8 * in_order
     assert next_batch(backlog, 100.0, Policy(16, 0.0), MEASURED).take != tuple(range(16))
     # The same backlog with a saving asked for that grouping cannot give: FIFO's batch.
-    assert next_batch(backlog, 100.0, Policy(16, 0.0, min_group_saving=0.5), MEASURED).take == tuple(
+    assert next_batch(backlog, 100.0, Policy(16, 0.0, group_min_saving=0.5), MEASURED).take == tuple(
         range(16)
     )
 
@@ -292,6 +292,32 @@ def test_the_vectorised_cut_is_the_plain_dynamic_programs(
     plain_first, plain_end, plain_total = plain_cheapest_run(lengths, at, policy, load)
     assert (first, end) == (plain_first, plain_end)
     assert total == pytest.approx(plain_total, rel=1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 512), min_size=1, max_size=160),
+    size=st.integers(1, 32),
+    budget=st.sampled_from([0, 64, 512, 4096]),
+)
+def test_the_pool_in_urgency_order_is_priced_as_fifo_would_run_it(
+    lengths: list[int], size: int, budget: int
+) -> None:
+    policy = Policy(size, 0.0, max_batch_tokens=budget)
+    waiting = [Item(float(i), n) for i, n in enumerate(lengths)]
+    pool, expected = list(range(len(waiting))), 0.0
+    while pool:  # consecutive runs in urgency order: a new one where the next job breaks size or budget
+        take = [pool[0]]
+        for i in pool[1:]:
+            grown = max(waiting[j].tokens for j in [*take, i])
+            if len(take) >= size or not collector._fits(len(take) + 1, grown, policy):
+                break
+            take.append(i)
+        shape = [waiting[i].tokens for i in take]
+        expected += MEASURED.forward_s(len(take), max(shape), sum(shape)) + policy.pass_overhead_s
+        pool = pool[len(take) :]
+    priced = collector._in_order_s(waiting, list(range(len(waiting))), policy, MEASURED.forward_s)
+    assert priced == pytest.approx(expected, rel=1e-9)
 
 
 # --- priorities and aging ---------------------------------------------------------------------------

@@ -74,11 +74,15 @@ def test_group_min_saving_is_a_share_of_the_time(value: str) -> None:
         BatcherSettings.from_env({"GROUP_MIN_SAVING": value})
 
 
-def test_group_min_saving_reaches_the_policy() -> None:
+@pytest.mark.parametrize(("env", "expected"), [({}, 0.02), ({"GROUP_MIN_SAVING": "0"}, 0.0)])
+def test_group_min_saving_reaches_the_policy(env: dict[str, str], expected: float) -> None:
     from batcher.settings import BatcherSettings
+    from batcher.worker import Batcher
+    from batchline.memory import MemoryBroker, MemoryJobStore
+    from tests.helpers import RecordingModel
 
-    assert BatcherSettings.from_env({}).group_min_saving == 0.02
-    assert BatcherSettings.from_env({"GROUP_MIN_SAVING": "0"}).group_min_saving == 0.0
+    batcher = Batcher(BatcherSettings.from_env(env), MemoryJobStore(), MemoryBroker(), RecordingModel())
+    assert batcher._policy.group_min_saving == expected
 
 
 def test_model_settings_name_the_variable_and_the_choices() -> None:
