@@ -170,12 +170,14 @@ padding's compute, enough to keep the default's p99 far below FIFO's near the li
 pass (the batcher's default for DistilBERT) computes the real tokens only, so grouping reviews
 saves little: 3% of the time per real token on batches of 16 of these sentences (arrival order
 over sorted, median of five rounds: [`packed-ab/sorted-vs-arrival.txt`](packed-ab/sorted-vs-arrival.txt)),
-under 1% in the cost model (0.5-0.6% on 20 pools of 128). So the default groups only where the
+under 1% in the cost model (0.3-0.5% on pools of 17-128:
+[`group-saving/`](group-saving/results.txt)). So the default groups only where the
 cut saves at least `GROUP_MIN_SAVING` (2%) of the forward time of the same jobs in urgency
 order: with the packed pass it keeps FIFO's batches and FIFO's tail; `group always`, the rule
 before it, groups whatever it saves, and its p99 passes FIFO's near the limit. The price is the
 padding the benchmark counts at saturation ([`batching.md`](batching.md)): the shapes the packed
-pass runs pad as FIFO's do, while the compute it spends on that padding stays under 1%.""".splitlines()
+pass runs pad as FIFO's do, while attention, the only part of that pass that sees the padding, is
+about 1.2% of its work.""".splitlines()
 
 
 def main(argv: list[str] | None = None) -> None:
