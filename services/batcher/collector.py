@@ -13,8 +13,8 @@ The rules, in order:
    forward time in all (a pass's fixed cost against the padding it saves), and the seed's run is
    the batch: mixed lengths split only when the padded tokens saved outweigh one more pass.
    Grouping reorders, and a job left for a later pass waits that pass longer: so the pool is
-   grouped only when its cut saves at least `group_min_saving` of the forward time of running
-   the same jobs in urgency order; otherwise the batch is FIFO's. A model that packs its batch
+   grouped only when its cut saves at least `group_min_saving` of the forward time of FIFO's
+   batches of the same jobs; otherwise the batch is FIFO's. A model that packs its batch
    (pays for real tokens, hardly for padding) saves about nothing by grouping reviews, so it
    keeps their order; grouping pays again where padding costs (a padded pass, long inputs).
    FIFO: in urgency order, skipping what would break the budget. The seed always runs, even
@@ -77,8 +77,8 @@ class Policy:
     # What one more pass costs beyond the model's own time (the batcher's round trips and
     # bookkeeping), when deciding whether to split jobs of mixed lengths into two passes.
     pass_overhead_s: float = 0.002
-    # Group by length only when that saves at least this share of the forward time of the same
-    # jobs in urgency order (0 = whenever it saves anything).
+    # Group by length only when that saves at least this share of the forward time of FIFO's
+    # batches of the same jobs (0 = whenever it saves anything).
     group_min_saving: float = 0.02
 
 
@@ -168,8 +168,9 @@ def _fill(
     full = min(policy.max_batch_size, len(pool))
     if forward_s is not None:
         first, end, grouped_s = _cheapest_run(lengths, at, policy, forward_s)
-        if grouped_s > (1 - policy.group_min_saving) * _in_order_s(waiting, pool, policy, forward_s):
-            return _fill_in_order(waiting, pool, policy)
+        fifo, fifo_s = _in_order(waiting, pool, policy, forward_s)
+        if grouped_s > (1 - policy.group_min_saving) * fifo_s:
+            return fifo
         return by_length[first:end], end - first < full
     # Without a forward-time model: the run of neighbours around the seed that wastes the
     # fewest padded tokens (size x longest - real), as large as the budget allows.
@@ -231,25 +232,27 @@ def _cheapest_run(
     return start[end], end, cost[n]
 
 
-def _in_order_s(
+def _in_order(
     waiting: Sequence[Waiting], pool: list[int], policy: Policy, forward_s: Callable[[Any, Any, Any], Any]
-) -> float:
-    """The forward time of the pool cut in urgency order: runs of at most max_batch_size, a new
-    run wherever the next job would break the budget (`_fits`), each with its pass overhead as
-    in `_cheapest_run`; the runs' shapes priced in one call. It adds 10-20% to a decision with a
-    backlog (44-110 us with 128 waiting: docs/benchmarks/event-loop-cpu/group-saving-ab.txt)."""
-    most, budget = policy.max_batch_size, policy.max_batch_tokens
-    shapes: list[tuple[int, int, int]] = []  # (size, longest, real) of each run
-    size = longest = real = 0
-    for tokens in [waiting[i].tokens for i in pool]:
-        grown = max(longest, tokens)
-        if size and (size >= most or (budget and (size + 1) * grown > budget)):
-            shapes.append((size, longest, real))
-            size, grown, real = 0, tokens, 0
-        size, longest, real = size + 1, grown, real + tokens
-    shapes.append((size, longest, real))
-    sizes, longests, reals = np.asarray(shapes, dtype=np.int64).T
-    return float(np.sum(forward_s(sizes, longests, reals))) + len(shapes) * policy.pass_overhead_s
+) -> tuple[tuple[list[int], bool], float]:
+    """FIFO's next batch from the pool (`_fill_in_order`), and the forward time of all the
+    batches FIFO would run from it one after another, each with its pass overhead as in
+    `_cheapest_run`, priced in one call. It adds 27-33 us to a decision with 32 waiting and
+    54-71 us with 128 (docs/benchmarks/event-loop-cpu/group-saving-ab.txt)."""
+    first = _fill_in_order(waiting, pool, policy)
+    shapes: list[tuple[int, int, int]] = []  # (size, longest, real) of each batch
+    (batch, passed_over), left = first, pool
+    while batch:
+        tokens = [waiting[i].tokens for i in batch]
+        shapes.append((len(batch), max(tokens), sum(tokens)))
+        if passed_over:  # the budget passed over some: the batch is not the front of what is left
+            taken = set(batch)
+            left = [i for i in left if i not in taken]
+        else:
+            left = left[len(batch) :]
+        batch, passed_over = _fill_in_order(waiting, left, policy) if left else ([], False)
+    sizes, longest, real = np.asarray(shapes, dtype=np.int64).T
+    return first, float(np.sum(forward_s(sizes, longest, real))) + len(shapes) * policy.pass_overhead_s
 
 
 def _fill_in_order(waiting: Sequence[Waiting], pool: list[int], policy: Policy) -> tuple[list[int], bool]:

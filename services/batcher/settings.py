@@ -86,11 +86,11 @@ class BatcherSettings:
     # Batch jobs with neighbours of similar token length (less padding); the oldest job always
     # seeds the next batch, so long inputs are never starved.
     length_aware: bool = True
-    # ...but only when grouping saves at least this share of the forward time of the same jobs
-    # in urgency (priority, deadline, arrival) order: a job grouping leaves behind waits a pass
-    # longer. The packed pass saves
-    # under 1% by grouping reviews, so it keeps their order and FIFO's tail; a padded pass, or
-    # long inputs whose attention pads, saves far more and groups. 0 = group whatever it saves.
+    # ...but only when grouping saves at least this share of the forward time of FIFO's batches
+    # of the same jobs (urgency order: priority, deadline, arrival), since a job grouping leaves
+    # behind waits a pass longer. The packed pass saves 0.3-0.5% by grouping reviews, so it keeps
+    # their order and FIFO's tail; a padded pass (20-33%), or long inputs whose attention pads,
+    # groups (docs/benchmarks/group-saving/results.txt). 0 = group whatever it saves.
     group_min_saving: float = 0.02
     # Waiting this long raises a job's priority by one level, so low priority cannot starve.
     priority_aging_ms: float = 100.0

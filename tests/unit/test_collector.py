@@ -120,6 +120,9 @@ def test_the_budget_skips_a_long_candidate_but_takes_shorter_ones() -> None:
 
 # The shape measured here for a full-size DistilBERT on 2 threads: 16 ms + 0.46 ms per padded token.
 MEASURED = linear(fixed_s=0.016, per_token_s=0.00046)
+# The same for a model that computes the real tokens only, plus DistilBERT's padded attention
+# (`packed_work`: size x longest^2 / (2 x 768 + 3072) on top of the real tokens).
+PACKED = Load(0.0, lambda size, longest, real: 0.016 + 0.00046 * (real + size * longest * longest / 4608))
 
 
 def test_mixed_lengths_split_when_the_padding_saved_outweighs_a_pass() -> None:
@@ -136,18 +139,17 @@ def test_a_packed_model_keeps_mixed_lengths_in_one_pass() -> None:
     # The same five jobs as above, for a model that computes real tokens only (plus DistilBERT's
     # padded attention): 110 real tokens cost 16 + 0.46 x ~111 ms in one pass, and two passes
     # would pay the fixed 16 ms twice to save nearly nothing.
-    packed = Load(0.0, lambda size, longest, real: 0.016 + 0.00046 * (real + size * longest * longest / 4608))
     waiting = [Item(0.0, 10), Item(1.0, 40), Item(2.0, 10), Item(3.0, 40), Item(4.0, 10)]
-    decision = next_batch(waiting, now=5.0, policy=Policy(16, 0.0), load=packed)
+    decision = next_batch(waiting, now=5.0, policy=Policy(16, 0.0), load=PACKED)
     assert decision.take == (0, 1, 2, 3, 4) and decision.close_reason == DRAINED
     # A backlog of these keeps its order too: grouping it by length would save under 1% of the
     # time (attention's padding), and the jobs it left behind would wait a pass longer.
     lengths = [10 + (i * 7) % 40 for i in range(32)]
     backlog = [Item(float(i), n) for i, n in enumerate(lengths)]
-    assert next_batch(backlog, 100.0, Policy(16, 0.0), packed).take == tuple(range(16))
+    assert next_batch(backlog, 100.0, Policy(16, 0.0), PACKED).take == tuple(range(16))
     # Asked to group whatever it saves, it cuts the backlog in length order: of the cuts with
     # the fewest passes, the one whose attention pads least.
-    grouped = next_batch(backlog, 100.0, Policy(16, 0.0, group_min_saving=0.0), packed)
+    grouped = next_batch(backlog, 100.0, Policy(16, 0.0, group_min_saving=0.0), PACKED)
     taken = sorted(lengths[i] for i in grouped.take)
     assert len(taken) == 16 and max(taken) - min(taken) <= 20
 
@@ -155,17 +157,16 @@ def test_a_packed_model_keeps_mixed_lengths_in_one_pass() -> None:
 def test_a_packed_model_groups_long_inputs_where_their_attention_costs() -> None:
     # Near the model's limit attention's padding is no longer small: 480 tokens pad a short
     # input's attention to 480 x 480. A backlog of short and long inputs, alternating.
-    packed = Load(0.0, lambda size, longest, real: 0.016 + 0.00046 * (real + size * longest * longest / 4608))
     lengths = [12 if i % 2 == 0 else 480 for i in range(32)]
     backlog = [Item(float(i), n) for i, n in enumerate(lengths)]
-    decision = next_batch(backlog, 100.0, Policy(16, 0.0), packed)
+    decision = next_batch(backlog, 100.0, Policy(16, 0.0), PACKED)
     assert 0 in decision.take and {lengths[i] for i in decision.take} == {12}
 
 
-def test_a_padded_backlog_groups_the_fifo_order_would_waste_a_third() -> None:
+def test_a_padded_backlog_groups_where_fifo_order_would_cost_over_a_fifth_more() -> None:
     lengths = [10 + (i * 7) % 40 for i in range(32)]
     backlog = [Item(float(i), n) for i, n in enumerate(lengths)]
-    in_order = collector._in_order_s(backlog, list(range(32)), Policy(16, 0.0), MEASURED.forward_s)
+    _, in_order = collector._in_order(backlog, list(range(32)), Policy(16, 0.0), MEASURED.forward_s)
     *_, grouped = collector._cheapest_run(sorted(lengths), 0, Policy(16, 0.0), MEASURED.forward_s)
     assert grouped < 0.8 * in_order
     assert next_batch(backlog, 100.0, Policy(16, 0.0), MEASURED).take != tuple(range(16))
@@ -305,19 +306,15 @@ def test_the_pool_in_urgency_order_is_priced_as_fifo_would_run_it(
 ) -> None:
     policy = Policy(size, 0.0, max_batch_tokens=budget)
     waiting = [Item(float(i), n) for i, n in enumerate(lengths)]
-    pool, expected = list(range(len(waiting))), 0.0
-    while pool:  # consecutive runs in urgency order: a new one where the next job breaks size or budget
-        take = [pool[0]]
-        for i in pool[1:]:
-            grown = max(waiting[j].tokens for j in [*take, i])
-            if len(take) >= size or not collector._fits(len(take) + 1, grown, policy):
-                break
-            take.append(i)
-        shape = [waiting[i].tokens for i in take]
+    left, expected = list(waiting), 0.0
+    while left:  # the batches FIFO forms one after another, as the batcher would run them
+        take = next_batch(left, 0.0, Policy(size, 0.0, max_batch_tokens=budget, length_aware=False)).take
+        shape = [left[i].tokens for i in take]
         expected += MEASURED.forward_s(len(take), max(shape), sum(shape)) + policy.pass_overhead_s
-        pool = pool[len(take) :]
-    priced = collector._in_order_s(waiting, list(range(len(waiting))), policy, MEASURED.forward_s)
+        left = [w for i, w in enumerate(left) if i not in take]
+    first, priced = collector._in_order(waiting, list(range(len(waiting))), policy, MEASURED.forward_s)
     assert priced == pytest.approx(expected, rel=1e-9)
+    assert first == collector._fill_in_order(waiting, list(range(len(waiting))), policy)
 
 
 # --- priorities and aging ---------------------------------------------------------------------------

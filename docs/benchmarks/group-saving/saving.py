@@ -15,22 +15,13 @@ from __future__ import annotations
 
 import functools
 import statistics
-from dataclasses import dataclass
 
 from batcher import collector
 from batcher.collector import Policy
 from batcher.forecast import ForwardTime
 from batcher.model import packed_work, padded_work
-from bench.simulate import PASS_COSTS, tokens
+from bench.simulate import PASS_COSTS, Job, tokens
 from bench.workload import sentences
-
-
-@dataclass
-class Waiting:
-    arrived_at: float
-    tokens: int
-    priority: int = 0
-    deadline: float | None = None
 
 
 def main() -> None:
@@ -44,8 +35,8 @@ def main() -> None:
         for size in (17, 32, 128):
             savings = []
             for seed in range(20):
-                pool = [Waiting(float(i), tokens(t)) for i, t in enumerate(sentences(size, seed=seed))]
-                in_order = collector._in_order_s(pool, list(range(size)), policy, forward_s)
+                pool = [Job(float(i), tokens(t)) for i, t in enumerate(sentences(size, seed=seed))]
+                _, in_order = collector._in_order(pool, list(range(size)), policy, forward_s)
                 *_, grouped = collector._cheapest_run(sorted(w.tokens for w in pool), 0, policy, forward_s)
                 savings.append(1 - grouped / in_order)
             median, low, high = statistics.median(savings), min(savings), max(savings)
