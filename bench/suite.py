@@ -51,6 +51,7 @@ HOLD_ALL = {**ZERO_COST, "QUEUE_MAX_LENGTH": "1000000", "MAX_INFLIGHT": "8192"}
 # bare gRPC process).
 INGRESS_PROCESSES = os.cpu_count() or 1
 INGRESS_CONNECTIONS = 8
+GENERATOR = "load generator"  # its row in each run's CPU accounting
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def _run(options: Options, pids: dict[str, list[int]], target: str) -> dict[str,
     cpu_before = {name: stack.cpu_seconds(ids) for name, ids in pids.items()}
     result = runner.run(runner.make_plan(options.validate(), PROTOSET.read_bytes()))
     cpu = {name: stack.cpu_seconds(ids) - cpu_before[name] for name, ids in pids.items()}
-    cpu["load generator"] = result["batchline"]["generatorCpuS"]
+    cpu[GENERATOR] = result["batchline"]["generatorCpuS"]
     result.pop("details", None)
     result["batchline"]["command"] = command_line(options, target)
     result["batchline"]["cpuS"] = {name: round(seconds, 3) for name, seconds in cpu.items()}
@@ -457,16 +458,32 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "## What the proxy costs: Submit at saturation, side by side",
         "",
         "50 callers back to back (ghz's closed loop) for each protocol in turn, within each repeat;",
-        "\"vs native gRPC\" is the median of each repeat's ratio, every repeat's in brackets.",
+        "\"vs native gRPC\" is the median of each repeat's ratio, every repeat's in brackets. The",
+        "generator shares the cores, so what its client spends on a call is taken from the system:",
+        "its gRPC client is grpc.aio, its REST and grpc-web client a lean HTTP/1.1 one",
+        "(`bench/load/http1.py`) that costs less per call. The CPU columns split each Submit's cost",
+        'between the system (services, Envoy, RabbitMQ, Redis) and the generator; "system CPU vs',
+        "native\" is native gRPC's system CPU per Submit over the protocol's, the share of native",
+        "throughput the protocol would keep if the generator cost nothing.",
         "",
-        "| protocol | path | Submit/s | vs native gRPC | p50 ms | p99 ms | accepted |",
-        "|---|---|---|---|---|---|---|",
+        "| protocol | path | Submit/s | vs native gRPC | p50 ms | p99 ms | accepted | system CPU ms "
+        "| generator CPU ms | system CPU vs native |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def system_cpu(name: str) -> float:
+        spent = summary["cpu_ms_per_job"].get(f"saturation {name}", {})
+        return sum(ms for part, ms in spent.items() if part != GENERATOR) if spent else float("nan")
+
     for name, row in protocols.items():
         protocol, _, via = name.rpartition("-")
+        generator = summary["cpu_ms_per_job"].get(f"saturation {name}", {}).get(GENERATOR, float("nan"))
+        system = system_cpu(name)
+        share = system_cpu("grpc-direct") / system
         lines.append(
             f"| {protocol} | {'direct' if via == 'direct' else 'through Envoy'} | {_f(row['rps'], 0)} "
-            f"| {_ratio(row)} | {_f(row['p50_ms'])} | {_f(row['p99_ms'])} | {row['accepted']:.1%} |"
+            f"| {_ratio(row)} | {_f(row['p50_ms'])} | {_f(row['p99_ms'])} | {row['accepted']:.1%} "
+            f"| {_f(system, 2)} | {_f(generator, 2)} | {'—' if share != share else f'{share:.0%}'} |"
         )
     lines += [
         "",

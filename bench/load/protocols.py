@@ -28,6 +28,7 @@ from google.protobuf.message import Message
 
 from batchline import codec
 from batchline.v1 import inference_pb2, job_pb2, stream_pb2
+from bench.load import http1
 from bench.load.calldata import CallInfo
 from bench.load.options import OptionError, Options
 
@@ -320,50 +321,64 @@ class GrpcCaller:
 
 
 class HttpCaller:
-    """REST/JSON or grpc-web through Envoy, over HTTP/1.1 keep-alive connections."""
+    """REST/JSON or grpc-web through Envoy, over HTTP/1.1 keep-alive connections.
+
+    The calls under load (and GetJob) go over bench.load.http1, which costs the generator less
+    than half of what aiohttp does per call (docs/benchmarks/http1-client-ab.md); a followed
+    job's stream (--e2e) goes over aiohttp. A REST reply is checked to be JSON and decoded into
+    the method's message only when --e2e needs its job id: json_format takes about 20 µs."""
 
     def __init__(self, options: Options, method: Method, concurrency: int) -> None:
         if options.protocol == "rest" and method.http is None:
             raise OptionError(f"--protocol rest: {method.info.full_name} has no google.api.http rule")
         base = options.host if "://" in options.host else f"http://{options.host}"
-        connector = aiohttp.TCPConnector(limit=concurrency + 8, force_close=False)
-        timeout = aiohttp.ClientTimeout(total=options.timeout or None, connect=options.connect_timeout)
-        self._session = aiohttp.ClientSession(base, connector=connector, timeout=timeout)
-        self._method = method
         self._web = options.protocol == "grpc-web"
         self._headers = dict(options.metadata)
         if self._web:
             self._headers |= {"content-type": "application/grpc-web+proto", "x-grpc-web": "1"}
         else:
             self._headers["content-type"] = "application/json"
+        try:
+            self._pool = http1.Pool(base, self._headers, options.connect_timeout or None)
+        except ValueError as exc:
+            raise OptionError(f"host: {exc}") from exc
+        connector = aiohttp.TCPConnector(limit=concurrency + 8, force_close=False)
+        timeout = aiohttp.ClientTimeout(total=options.timeout or None, connect=options.connect_timeout)
+        self._session = aiohttp.ClientSession(base, connector=connector, timeout=timeout)
+        self._method = method
+        self._timeout = options.timeout or None
+        self._decode = bool(options.e2e)
 
     async def call(self, data: dict[str, Any], payload: bytes) -> Outcome:
         try:
-            if self._web:
-                return await self._grpc_web(self._method.path, payload, self._method.output)
-            assert self._method.http is not None
-            verb, path, body = self._method.http.request(data)
-            async with self._session.request(verb, path, data=body, headers=self._headers) as reply:
-                text = await reply.read()
-                if reply.status == 200:
-                    return Outcome(0, "", json_format.Parse(text, self._method.output()))
-                return _http_error(reply.status, text)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            code = 4 if isinstance(exc, TimeoutError) else 14
-            return Outcome(code, str(exc) or type(exc).__name__)
+            async with asyncio.timeout(self._timeout):
+                if self._web:
+                    return await self._grpc_web(self._method.path, payload, self._method.output)
+                assert self._method.http is not None
+                verb, path, body = self._method.http.request(data)
+                reply = await self._pool.request(verb, path, body)
+        except TimeoutError:
+            return Outcome(4, "Deadline Exceeded")  # as grpc-python words it
+        except OSError as exc:  # refused, reset, closed early, not HTTP
+            return Outcome(14, str(exc) or type(exc).__name__)
+        if reply.status != 200:
+            return _http_error(reply.status, reply.body)
+        try:
+            parsed = json.loads(reply.body)
+        except ValueError:
+            return Outcome(13, f"the reply is not JSON: {reply.body[:200].decode(errors='replace')}")
+        return Outcome(0, "", json_format.ParseDict(parsed, self._method.output()) if self._decode else None)
 
     async def _grpc_web(self, path: str, payload: bytes, output: type[Message]) -> Outcome:
         framed = b"\x00" + struct.pack(">I", len(payload)) + payload
-        async with self._session.post(path, data=framed, headers=self._headers) as reply:
-            body = await reply.read()
-            if reply.status != 200:
-                return _http_error(reply.status, body)
-            messages, trailers = grpc_web_frames(body)
-            code = int(reply.headers.get("grpc-status", trailers.get("grpc-status", "2")))
-            if code != 0:
-                message = reply.headers.get("grpc-message", trailers.get("grpc-message", ""))
-                return Outcome(code, message)
-            return Outcome(0, "", output.FromString(messages[0]) if messages else output())
+        reply = await self._pool.request("POST", path, framed)
+        if reply.status != 200:
+            return _http_error(reply.status, reply.body)
+        messages, trailers = grpc_web_frames(reply.body)
+        code = int(reply.headers.get("grpc-status", trailers.get("grpc-status", "2")))
+        if code != 0:
+            return Outcome(code, reply.headers.get("grpc-message", trailers.get("grpc-message", "")))
+        return Outcome(0, "", output.FromString(messages[0]) if messages else output())
 
     async def follow(self, job_id: str, poll: bool) -> Followed:
         return Followed(await self._follow(job_id, poll))
@@ -399,14 +414,15 @@ class HttpCaller:
         if self._web:
             payload = inference_pb2.GetJobRequest(job_id=job_id).SerializeToString()
             outcome = await self._grpc_web(GET_JOB_PATH, payload, inference_pb2.GetJobResponse)
-            reply = outcome.response
-            return reply.job if isinstance(reply, inference_pb2.GetJobResponse) else None
-        async with self._session.get(f"/v1/jobs/{job_id}") as http:
-            if http.status != 200:
-                return None
-            return json_format.Parse(await http.read(), inference_pb2.GetJobResponse()).job
+            found = outcome.response
+            return found.job if isinstance(found, inference_pb2.GetJobResponse) else None
+        reply = await self._pool.request("GET", f"/v1/jobs/{quote(job_id, safe='')}")
+        if reply.status != 200:
+            return None
+        return json_format.Parse(reply.body, inference_pb2.GetJobResponse()).job
 
     async def close(self) -> None:
+        await self._pool.close()
         await self._session.close()
 
 

@@ -145,3 +145,17 @@ def test_the_proxys_share_is_taken_side_by_side_within_each_repeat() -> None:
     row = {"rps": 700.0, "vs_native": 0.7, "vs_native_runs": ratios, "p50_ms": 1.0, "p99_ms": 2.0}
     summary["protocols"]["rest-envoy"] = {**row, "accepted": 1.0}
     assert "| rest | through Envoy | 700 | 70% (70%, 70%, 70%) |" in report_text(summary)
+
+
+def test_each_protocols_system_cpu_is_set_beside_its_throughput_without_the_generator() -> None:
+    summary = full_summary(floor_p99=None)
+    row = {"p50_ms": 1.0, "p99_ms": 2.0, "accepted": 1.0}
+    summary["protocols"]["rest-envoy"] = {**row, "rps": 900.0, "vs_native": 1.0}
+    summary["cpu_ms_per_job"] |= {
+        "saturation grpc-direct": {"ingress": 0.4, "rabbitmq": 0.1, suite.GENERATOR: 0.2},
+        "saturation rest-envoy": {"ingress": 0.35, "envoy": 0.15, "rabbitmq": 0.1, suite.GENERATOR: 0.1},
+    }
+    text = report_text(summary)
+    # Same throughput, but REST costs the system 0.60 ms against 0.50: it would keep 83%.
+    assert "| grpc | direct | 900 | 100% | 1.0 | 2.0 | 100.0% | 0.50 | 0.20 | 100% |" in text
+    assert "| rest | through Envoy | 900 | 100% | 1.0 | 2.0 | 100.0% | 0.60 | 0.10 | 83% |" in text
