@@ -31,7 +31,8 @@ class Response:
 
 def parse_response(buffer: bytearray, eof: bool = False) -> tuple[Response, int] | None:
     """The first complete response in `buffer` and how many bytes it took, or None if more
-    must arrive. `eof`: the connection has closed, which ends a body that has no length."""
+    must arrive. `eof`: the connection has closed, which ends a body that has no length.
+    Interim responses (1xx) before it are removed from `buffer`."""
     while True:
         end = buffer.find(b"\r\n\r\n")
         if end < 0:
