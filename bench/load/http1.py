@@ -1,12 +1,14 @@
 """A lean HTTP/1.1 client for the load generator's unary REST and grpc-web calls.
 
 The generator shares the machine with the system it measures, so every microsecond it spends
-on a request is taken from the server. A request through aiohttp's ClientSession costs about
-130 µs more CPU than this client (a side-by-side run is in
-docs/benchmarks/http1-client-ab.md): on two cores that alone made REST look slower than
-native gRPC. This is what wrk or hey do: keep-alive connections, one request in flight on each,
-requests written as bytes, responses parsed as they arrive. Bodies end by Content-Length,
-chunked encoding, or the connection closing. Plaintext only, like the rest of the harness.
+on a request is taken from the server. A request through aiohttp's ClientSession cost the
+generator 100-170 µs more CPU than it costs through this client, about twice as much
+(docs/benchmarks/http1-client-ab.md). In the Xeon run of docs/benchmarks/load-2000.md, half
+of what a REST Submit through Envoy cost all processes beyond a gRPC one through Envoy was the
+generator's. This is what wrk or hey do: keep-alive connections, one request in flight on
+each, requests written as bytes, responses parsed as they arrive. Bodies end by
+Content-Length, chunked encoding, or the connection closing. Plaintext only, like the rest of
+the harness.
 """
 
 from __future__ import annotations

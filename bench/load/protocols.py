@@ -323,8 +323,8 @@ class GrpcCaller:
 class HttpCaller:
     """REST/JSON or grpc-web through Envoy, over HTTP/1.1 keep-alive connections.
 
-    The calls under load (and GetJob) go over bench.load.http1, which costs the generator less
-    than half of what aiohttp does per call (docs/benchmarks/http1-client-ab.md); a followed
+    The calls under load (and GetJob) go over bench.load.http1, which costs the generator about
+    half of what aiohttp does per call (docs/benchmarks/http1-client-ab.md); a followed
     job's stream (--e2e) goes over aiohttp. A REST reply is checked to be JSON and decoded into
     the method's message only when --e2e needs its job id: json_format takes about 20 µs."""
 
