@@ -303,7 +303,7 @@ def markdown(folder: Path) -> str:
         "ratio to native gRPC in the same repeat. The pages of the runs before 2026-12-04 04:20 give",
         "the ratio of the medians instead, which a machine that slowed between repeats moved. From",
         "2026-12-06 the generator sends REST and grpc-web with a lean HTTP/1.1 client; before, with",
-        "aiohttp, which cost it twice the CPU per call on the cores it shares with the system",
+        "aiohttp, which cost it about twice the CPU per call on the cores it shares with the system",
         "([`http1-client-ab.md`](http1-client-ab.md)).",
         "",
         *_table(load, LOAD, reader(LOAD)),

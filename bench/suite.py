@@ -462,24 +462,25 @@ def markdown(profile: Profile, summary: dict[str, Any], results: dict[str, Any],
         "generator shares the cores, so what its client spends on a call is taken from the system:",
         "its gRPC client is grpc.aio, its REST and grpc-web client a lean HTTP/1.1 one",
         "(`bench/load/http1.py`) that costs less per call. The CPU columns split each Submit's cost",
-        'between the system (services, Envoy, RabbitMQ, Redis) and the generator; "system CPU vs',
-        "native\" is native gRPC's system CPU per Submit over the protocol's, the share of native",
-        "throughput the protocol would keep if the generator cost nothing.",
+        "between the system (services, Envoy, RabbitMQ, Redis) and the generator (medians over the",
+        'repeats); "system CPU vs native" is native gRPC\'s system CPU per Submit over the',
+        "protocol's: the protocols compared without either client's cost.",
         "",
         "| protocol | path | Submit/s | vs native gRPC | p50 ms | p99 ms | accepted | system CPU ms "
         "| generator CPU ms | system CPU vs native |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
-    def system_cpu(name: str) -> float:
+    def split_cpu(name: str) -> tuple[float, float]:
+        """A protocol's CPU ms per Submit: the system's and the generator's."""
         spent = summary["cpu_ms_per_job"].get(f"saturation {name}", {})
-        return sum(ms for part, ms in spent.items() if part != GENERATOR) if spent else float("nan")
+        system = sum(ms for part, ms in spent.items() if part != GENERATOR) if spent else float("nan")
+        return system, spent.get(GENERATOR, float("nan"))
 
     for name, row in protocols.items():
         protocol, _, via = name.rpartition("-")
-        generator = summary["cpu_ms_per_job"].get(f"saturation {name}", {}).get(GENERATOR, float("nan"))
-        system = system_cpu(name)
-        share = system_cpu("grpc-direct") / system
+        system, generator = split_cpu(name)
+        share = split_cpu("grpc-direct")[0] / system
         lines.append(
             f"| {protocol} | {'direct' if via == 'direct' else 'through Envoy'} | {_f(row['rps'], 0)} "
             f"| {_ratio(row)} | {_f(row['p50_ms'])} | {_f(row['p99_ms'])} | {row['accepted']:.1%} "

@@ -64,6 +64,8 @@ def parse_response(buffer: bytearray, eof: bool = False) -> tuple[Response, int]
             return None
         return Response(status, headers, chunked[0], keep_alive), chunked[1]
     if "content-length" in headers:
+        if not headers["content-length"].isdigit():
+            raise ProtocolError(f"bad content-length: {headers['content-length'][:40]!r}")
         length = int(headers["content-length"])
         if len(buffer) < start + length:
             return None

@@ -54,7 +54,8 @@ def test_interim_responses_are_skipped_and_close_is_honoured() -> None:
 @pytest.mark.parametrize(
     "garbage",
     [b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-     b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"],
+     b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+     b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n"],
 )  # fmt: skip
 def test_what_is_not_http_is_a_protocol_error(garbage: bytes) -> None:
     with pytest.raises(ProtocolError):
