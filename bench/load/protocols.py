@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import aiohttp
 import grpc
@@ -28,7 +28,7 @@ from google.protobuf.message import Message
 
 from batchline import codec
 from batchline.v1 import inference_pb2, job_pb2, stream_pb2
-from bench.load import http1
+from bench.load import h2, http1
 from bench.load.calldata import CallInfo
 from bench.load.options import OptionError, Options
 
@@ -245,47 +245,54 @@ def make_caller(options: Options, method: Method, concurrency: int) -> Caller:
 
 
 class GrpcCaller:
-    """Native gRPC on `--connections` separate HTTP/2 connections, round-robin."""
+    """Native gRPC on `--connections` separate HTTP/2 connections, calls spread over them in turn.
+
+    The calls under load go over bench.load.h2, which costs the generator a fraction of what
+    grpc.aio's client does per call (docs/benchmarks/h2-client-ab.md); a followed job's
+    stream and GetJob (--e2e) go over grpc.aio, on a channel opened only when first needed."""
 
     def __init__(self, options: Options, method: Method) -> None:
-        separate = [("grpc.use_local_subchannel_pool", 1)]  # otherwise channels share one socket
-        self._channels = [
-            grpc.aio.insecure_channel(options.host, options=separate) for _ in range(options.connections)
-        ]
-        self._calls = [
-            channel.unary_unary(method.path, None, None) for channel in self._channels
-        ]  # bytes in, bytes out
-        stream_channel = grpc.aio.insecure_channel(options.stream_host or options.host)
-        self._channels.append(stream_channel)
-        self._watch = stream_channel.unary_stream(
-            WATCH_PATH,
-            request_serializer=stream_pb2.WatchJobRequest.SerializeToString,
-            response_deserializer=stream_pb2.WatchJobResponse.FromString,
-        )
-        self._get = self._channels[0].unary_unary(
+        try:
+            self._pool = h2.Pool(options.host, options.connections, options.connect_timeout or None)
+        except ValueError as exc:
+            raise OptionError(f"host: {exc}") from exc
+        self._block = h2.request_block(self._pool.authority, method.path, options.metadata, options.timeout)
+        self._output = method.output
+        self._timeout = options.timeout or None
+        self._stream_host = options.stream_host or options.host
+        self._host = options.host
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    async def ready(self) -> None:
+        """Every connection up (bounded by the caller's asyncio.timeout)."""
+        await self._pool.connect()
+
+    async def call(self, data: dict[str, Any], payload: bytes) -> Outcome:
+        try:
+            async with asyncio.timeout(self._timeout):
+                reply = await self._pool.request(
+                    self._block, b"\x00" + struct.pack(">I", len(payload)) + payload
+                )
+        except TimeoutError:
+            return Outcome(4, "Deadline Exceeded")  # as grpc-python words it
+        except h2.StreamReset as exc:
+            return Outcome(exc.grpc_code, str(exc))
+        except OSError as exc:  # refused, reset, closed, not HTTP/2
+            return Outcome(14, str(exc) or type(exc).__name__)
+        return grpc_outcome(reply, self._output)
+
+    def _channel(self, host: str) -> grpc.aio.Channel:
+        if host not in self._channels:
+            self._channels[host] = grpc.aio.insecure_channel(host)
+        return self._channels[host]
+
+    async def get_job(self, job_id: str) -> job_pb2.Job | None:
+        get = self._channel(self._host).unary_unary(
             GET_JOB_PATH,
             request_serializer=inference_pb2.GetJobRequest.SerializeToString,
             response_deserializer=inference_pb2.GetJobResponse.FromString,
         )
-        self._output = method.output
-        self._timeout = options.timeout or None
-        self._metadata = tuple(options.metadata.items())
-        self._next = 0
-
-    async def ready(self) -> None:
-        """Every connection up (bounded by the caller's asyncio.timeout)."""
-        await asyncio.gather(*(c.channel_ready() for c in self._channels))
-
-    async def call(self, data: dict[str, Any], payload: bytes) -> Outcome:
-        self._next = (self._next + 1) % len(self._calls)
-        try:
-            raw = await self._calls[self._next](payload, timeout=self._timeout, metadata=self._metadata)
-        except grpc.aio.AioRpcError as exc:
-            return Outcome(exc.code().value[0], exc.details() or "")
-        return Outcome(0, "", self._output.FromString(raw))
-
-    async def get_job(self, job_id: str) -> job_pb2.Job | None:
-        reply: inference_pb2.GetJobResponse = await self._get(
+        reply: inference_pb2.GetJobResponse = await get(
             inference_pb2.GetJobRequest(job_id=job_id), timeout=self._timeout
         )
         return reply.job
@@ -297,6 +304,11 @@ class GrpcCaller:
                 if job is not None and job.status in TERMINAL:
                     return Followed(job)
                 await asyncio.sleep(0.005)
+        watch = self._channel(self._stream_host).unary_stream(
+            WATCH_PATH,
+            request_serializer=stream_pb2.WatchJobRequest.SerializeToString,
+            response_deserializer=stream_pb2.WatchJobResponse.FromString,
+        )
         last: job_pb2.Job | None = None
         rewatches = 0
         while True:  # a watch the server sheds is re-opened after the last state seen, as clients do
@@ -304,7 +316,7 @@ class GrpcCaller:
             request = stream_pb2.WatchJobRequest(job_id=job_id, after_sequence=seen)
             event: stream_pb2.WatchJobResponse
             try:
-                async for event in self._watch(request, timeout=self._timeout):
+                async for event in watch(request, timeout=self._timeout):
                     if event.HasField("job"):
                         last = event.job
                         if last.status in TERMINAL:
@@ -317,7 +329,27 @@ class GrpcCaller:
             await asyncio.sleep(REWATCH_DELAY_S)
 
     async def close(self) -> None:
-        await asyncio.gather(*(channel.close(None) for channel in self._channels))
+        await self._pool.close()
+        await asyncio.gather(*(channel.close(None) for channel in self._channels.values()))
+
+
+def grpc_outcome(reply: h2.Response, output: type[Message]) -> Outcome:
+    """A gRPC response read as grpc-go reads it: grpc-status from the trailers (or from the
+    headers of a trailers-only response), the HTTP status mapped when there is none."""
+    status = reply.trailers.get("grpc-status", reply.headers.get("grpc-status"))
+    if status is None:
+        http = reply.headers.get(":status", "")
+        code = HTTP_TO_CODE.get(int(http), 2) if http.isdigit() and http != "200" else 13
+        return Outcome(code, f"no grpc-status in the response (HTTP status {http or 'missing'})")
+    if not status.isdigit():
+        return Outcome(13, f"a grpc-status that is not a number: {status[:40]!r}")
+    if status != "0":
+        message = reply.trailers.get("grpc-message", reply.headers.get("grpc-message", ""))
+        return Outcome(int(status), unquote(message))
+    body = reply.body
+    if len(body) < 5 or body[0] != 0 or len(body) != 5 + struct.unpack(">I", body[1:5])[0]:
+        return Outcome(13, "the response is not one uncompressed gRPC message")
+    return Outcome(0, "", output.FromString(body[5:]))
 
 
 class HttpCaller:

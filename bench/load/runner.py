@@ -211,8 +211,9 @@ class Worker:
             try:
                 async with asyncio.timeout(self.options.connect_timeout or None):
                     await self.caller.ready()
-            except TimeoutError:
-                conn.send(("error", f"host: cannot connect to {self.options.host}"))
+            except (TimeoutError, OSError) as exc:
+                why = f": {exc}" if str(exc) else ""
+                conn.send(("error", f"host: cannot connect to {self.options.host}{why}"))
                 return
         conn.send(("ready", None))
         start: float = conn.recv()

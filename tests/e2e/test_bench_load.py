@@ -105,6 +105,9 @@ def test_bad_requests_are_counted_with_their_status_through_envoy(
     )
     assert counted["statusCodeDistribution"] == {"InvalidArgument": 12}
     assert counted["latencyDistribution"] is not None  # ...unless --count-errors
+    direct = report_of(bench("--config", str(config), "-O", "json", targets.ingress))
+    assert direct["statusCodeDistribution"] == {"InvalidArgument": 12}
+    assert list(direct["errorDistribution"]) == [error]  # grpc-message decoded as Envoy decodes it
 
 
 @pytest.mark.timeout(60)
