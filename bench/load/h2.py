@@ -1,4 +1,4 @@
-"""A lean HTTP/2 client for the load generator's unary gRPC calls.
+"""A lean HTTP/2 client for the load generator's gRPC calls: unary, and server-streaming.
 
 The generator shares the machine with the system it measures, so every microsecond it spends on
 a call is taken from the server. grpc.aio's client cost the generator 188-219 µs of CPU per
@@ -7,9 +7,10 @@ unary call on the machines measured here, and its client side wakes late every s
 connections held open, every call a stream on one of them, request frames written as bytes,
 frames parsed as they arrive.
 
-Enough of HTTP/2 (RFC 9113) for a client of unary calls: the preface and settings, flow control
-both ways, the peer's frame-size and concurrent-stream limits, header blocks split over
-CONTINUATION, padding, PING, RST_STREAM and GOAWAY. Header blocks are decoded by `hpack`.
+Enough of HTTP/2 (RFC 9113) for a client whose calls send one message: the preface and
+settings, flow control both ways, the peer's frame-size and concurrent-stream limits, header
+blocks split over CONTINUATION, padding, PING, RST_STREAM and GOAWAY; a streamed response's
+body goes to its reader as it arrives. Header blocks are decoded by `hpack`.
 The client asks for an HPACK dynamic table of size 0, so once the server has taken that up a
 header block means the same every time, and the handful of different blocks a gRPC server
 sends are decoded once each. Plaintext (h2c with prior knowledge) only, like the rest of the
@@ -22,7 +23,7 @@ import asyncio
 import collections
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -128,11 +129,22 @@ def request_block(authority: str, path: str, metadata: Mapping[str, str], timeou
     return block
 
 
-class _Stream:
-    __slots__ = ("body", "headers", "id", "pending", "reply", "trailers", "window")
+OnData = Callable[[bytes], None]
 
-    def __init__(self, stream_id: int, reply: asyncio.Future[Response], window: int, data: bytes) -> None:
+
+class _Stream:
+    __slots__ = ("body", "headers", "id", "on_data", "pending", "reply", "trailers", "window")
+
+    def __init__(
+        self,
+        stream_id: int,
+        reply: asyncio.Future[Response],
+        window: int,
+        data: bytes,
+        on_data: OnData | None,
+    ) -> None:
         self.id = stream_id
+        self.on_data = on_data  # takes the body as it arrives (a streamed response), if given
         self.reply = reply
         self.window = window  # how much more the server takes on this stream
         self.pending = data  # request bytes not yet sent (flow control)
@@ -169,9 +181,11 @@ class Connection(asyncio.Protocol):
     def usable(self) -> bool:
         return not self.closed and not self.going_away and self.next_id <= LAST_STREAM_ID
 
-    async def request(self, block: bytes, data: bytes) -> Response:
+    async def request(self, block: bytes, data: bytes, on_data: OnData | None = None) -> Response:
         """Send a request (its header block, its body) on a new stream and read the response.
-        A call cancelled (its deadline) resets its stream."""
+        With `on_data`, the body goes to it piece by piece as it arrives (the response's body is
+        then empty); an exception it raises ends the call. A call cancelled (its deadline, or
+        its caller has read enough) resets its stream."""
         while len(self.streams) >= self.peer_streams and self.usable:
             slot = asyncio.get_running_loop().create_future()
             self.slots.append(slot)
@@ -179,17 +193,23 @@ class Connection(asyncio.Protocol):
         if not self.usable:
             raise ConnectionError("the connection is closed or going away")
         assert self.transport is not None
-        stream = _Stream(self.next_id, asyncio.get_running_loop().create_future(), self.peer_window, data)
+        reply = asyncio.get_running_loop().create_future()
+        stream = _Stream(self.next_id, reply, self.peer_window, data, on_data)
         self.next_id += 2
         self.streams[stream.id] = stream
         self.transport.write(self._header_frames(stream.id, block) + self._data_frames(stream))
         try:
             return await stream.reply
         except asyncio.CancelledError:
-            if self.streams.pop(stream.id, None) is not None and not self.closed:
-                self.transport.write(frame(RST_STREAM, 0, stream.id, struct.pack(">I", CANCEL)))
-                self._release()
+            self._reset(stream)
             raise
+
+    def _reset(self, stream: _Stream) -> None:
+        """End a stream from our side (RST_STREAM CANCEL)."""
+        if self.streams.pop(stream.id, None) is not None and not self.closed:
+            assert self.transport is not None
+            self.transport.write(frame(RST_STREAM, 0, stream.id, struct.pack(">I", CANCEL)))
+            self._release()
 
     def _header_frames(self, stream_id: int, block: bytes) -> bytes:
         size = self.peer_frame
@@ -336,7 +356,17 @@ class Connection(asyncio.Protocol):
         stream = self.streams.get(stream_id)
         if stream is None:  # a stream we reset; its data still counted above
             return
-        stream.body += _unpad(flags, payload)
+        body = _unpad(flags, payload)
+        if stream.on_data is None:
+            stream.body += body
+        else:
+            try:
+                stream.on_data(body)
+            except Exception as exc:  # the reader's own failure ends this call, not the connection
+                if not stream.reply.done():
+                    stream.reply.set_exception(exc)
+                self._reset(stream)
+                return
         if flags & END_STREAM:
             self._finish(stream)
 
@@ -461,13 +491,14 @@ class Pool:
             self._slots[index] = asyncio.create_task(self._open())
         await asyncio.gather(*(cast(asyncio.Task[Connection], slot) for slot in self._slots))
 
-    async def request(self, block: bytes, data: bytes) -> Response:
-        """One call. A stream the server refused (REFUSED_STREAM, or past a GOAWAY's last
-        stream) never reached its application, so it is sent again, as gRPC clients do."""
+    async def request(self, block: bytes, data: bytes, on_data: OnData | None = None) -> Response:
+        """One call (`on_data`: as in Connection.request). A stream the server refused
+        (REFUSED_STREAM, or past a GOAWAY's last stream) never reached its application, so it
+        is sent again, as gRPC clients do."""
         for attempt in range(1, REFUSED_ATTEMPTS + 1):
             connection = await self._connection()
             try:
-                return await connection.request(block, data)
+                return await connection.request(block, data, on_data)
             except StreamReset as exc:
                 if exc.error_code != REFUSED_STREAM or attempt == REFUSED_ATTEMPTS:
                     raise

@@ -42,14 +42,17 @@ GO_NAMES = [
 HTTP_TO_CODE = {400: 13, 401: 16, 403: 7, 404: 12, 429: 14, 502: 14, 503: 14, 504: 14}
 TERMINAL = {job_pb2.JOB_STATUS_DONE, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
 # A watch ended by the server, not by us, is re-opened: an overloaded gRPC server cancels calls
-# past grpc.server.max_pending_requests (CANCELLED; ours surface as asyncio.CancelledError).
-REWATCH = frozenset(
-    {grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
-)
+# past grpc.server.max_pending_requests (CANCELLED), or is unavailable or out of resources.
+REWATCH = frozenset({1, 14, 8})
 REWATCH_DELAY_S = 0.2
 # Batchline's own routes for following a job (--e2e), over each protocol.
 WATCH_PATH = "/batchline.v1.JobStreamService/WatchJob"
 GET_JOB_PATH = "/batchline.v1.InferenceService/GetJob"
+
+
+def grpc_frame(message: bytes) -> bytes:
+    """A message as gRPC and grpc-web carry it: uncompressed, its length before it."""
+    return b"\x00" + struct.pack(">I", len(message)) + message
 
 
 def go_name(code: int) -> str:
@@ -247,9 +250,10 @@ def make_caller(options: Options, method: Method, concurrency: int) -> Caller:
 class GrpcCaller:
     """Native gRPC on `--connections` separate HTTP/2 connections, calls spread over them in turn.
 
-    The calls under load go over bench.load.h2, which costs the generator a fraction of what
-    grpc.aio's client does per call (docs/benchmarks/h2-client-ab.md); a followed job's
-    stream and GetJob (--e2e) go over grpc.aio, on a channel opened only when first needed."""
+    The calls under load and a followed job's WatchJob stream (--e2e) go over bench.load.h2,
+    which costs the generator a fraction of what grpc.aio's client does per call
+    (docs/benchmarks/h2-client-ab.md); GetJob (--e2e-poll, and the look after the run) goes
+    over grpc.aio, on a channel opened only when first needed."""
 
     def __init__(self, options: Options, method: Method) -> None:
         try:
@@ -257,9 +261,17 @@ class GrpcCaller:
         except ValueError as exc:
             raise OptionError(f"host: {exc}") from exc
         self._block = h2.request_block(self._pool.authority, method.path, options.metadata, options.timeout)
+        stream_host = options.stream_host or options.host
+        try:  # connected on the first watch
+            self._watches = h2.Pool(stream_host, options.connections, options.connect_timeout or None)
+        except ValueError as exc:
+            raise OptionError(f"--stream-host: {exc}") from exc
+        self._watch_block = h2.request_block(
+            self._watches.authority, WATCH_PATH, options.metadata, options.timeout
+        )
+        self._metadata = tuple(options.metadata.items())
         self._output = method.output
         self._timeout = options.timeout or None
-        self._stream_host = options.stream_host or options.host
         self._host = options.host
         self._channels: dict[str, grpc.aio.Channel] = {}
 
@@ -270,9 +282,7 @@ class GrpcCaller:
     async def call(self, data: dict[str, Any], payload: bytes) -> Outcome:
         try:
             async with asyncio.timeout(self._timeout):
-                reply = await self._pool.request(
-                    self._block, b"\x00" + struct.pack(">I", len(payload)) + payload
-                )
+                reply = await self._pool.request(self._block, grpc_frame(payload))
         except TimeoutError:
             return Outcome(4, "Deadline Exceeded")  # as grpc-python words it
         except h2.StreamReset as exc:
@@ -293,7 +303,7 @@ class GrpcCaller:
             response_deserializer=inference_pb2.GetJobResponse.FromString,
         )
         reply: inference_pb2.GetJobResponse = await get(
-            inference_pb2.GetJobRequest(job_id=job_id), timeout=self._timeout
+            inference_pb2.GetJobRequest(job_id=job_id), timeout=self._timeout, metadata=self._metadata
         )
         return reply.job
 
@@ -304,48 +314,89 @@ class GrpcCaller:
                 if job is not None and job.status in TERMINAL:
                     return Followed(job)
                 await asyncio.sleep(0.005)
-        watch = self._channel(self._stream_host).unary_stream(
-            WATCH_PATH,
-            request_serializer=stream_pb2.WatchJobRequest.SerializeToString,
-            response_deserializer=stream_pb2.WatchJobResponse.FromString,
-        )
         last: job_pb2.Job | None = None
         rewatches = 0
         while True:  # a watch the server sheds is re-opened after the last state seen, as clients do
             seen = last.sequence if last else codec.ACCEPTED_SEQUENCE  # the Submit said QUEUED
-            request = stream_pb2.WatchJobRequest(job_id=job_id, after_sequence=seen)
-            event: stream_pb2.WatchJobResponse
+            request = stream_pb2.WatchJobRequest(job_id=job_id, after_sequence=seen).SerializeToString()
+            watch = _Watch()
+            call = asyncio.ensure_future(
+                self._watches.request(self._watch_block, grpc_frame(request), watch.feed)
+            )
             try:
-                async for event in watch(request, timeout=self._timeout):
-                    if event.HasField("job"):
-                        last = event.job
-                        if last.status in TERMINAL:
-                            return Followed(last, rewatches)
+                either: set[asyncio.Future[Any]] = {call, watch.ended}
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                call.cancel()  # a terminal state seen (or our deadline): the stream is reset
+            last = watch.last or last
+            if watch.ended.done():
+                if call.done() and not call.cancelled():
+                    call.exception()  # read: the job's end was seen, however the stream ended
+                return Followed(watch.ended.result(), rewatches)
+            try:
+                code, message = grpc_status(call.result())
+            except h2.StreamReset as exc:
+                code, message = exc.grpc_code, str(exc)
+            except OSError as exc:
+                code, message = 14, str(exc)
+            if code == 0:  # the server ended the watch before the job ended
                 return Followed(last, rewatches)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() not in REWATCH:
-                    raise
+            if code not in REWATCH:
+                raise WatchError(error_text(code, message))
             rewatches += 1
             await asyncio.sleep(REWATCH_DELAY_S)
 
     async def close(self) -> None:
         await self._pool.close()
+        await self._watches.close()
         await asyncio.gather(*(channel.close(None) for channel in self._channels.values()))
 
 
-def grpc_outcome(reply: h2.Response, output: type[Message]) -> Outcome:
-    """A gRPC response read as grpc-go reads it: grpc-status from the trailers (or from the
+class WatchError(Exception):
+    """A WatchJob stream ended with a status that re-opening it would not change."""
+
+
+class _Watch:
+    """One WatchJob stream's events, parsed as its DATA arrives: the last job state, and `ended`
+    once a terminal one comes."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.last: job_pb2.Job | None = None
+        self.ended: asyncio.Future[job_pb2.Job] = asyncio.get_running_loop().create_future()
+
+    def feed(self, chunk: bytes) -> None:
+        self.buffer += chunk
+        while len(self.buffer) >= 5:
+            end = 5 + int.from_bytes(self.buffer[1:5], "big")
+            if len(self.buffer) < end:
+                return
+            event = stream_pb2.WatchJobResponse.FromString(bytes(self.buffer[5:end]))
+            del self.buffer[:end]
+            if event.HasField("job"):
+                self.last = event.job
+                if event.job.status in TERMINAL and not self.ended.done():
+                    self.ended.set_result(event.job)
+
+
+def grpc_status(reply: h2.Response) -> tuple[int, str]:
+    """A gRPC call's status as grpc-go reads it: grpc-status from the trailers (or from the
     headers of a trailers-only response), the HTTP status mapped when there is none."""
     status = reply.trailers.get("grpc-status", reply.headers.get("grpc-status"))
     if status is None:
         http = reply.headers.get(":status", "")
         code = HTTP_TO_CODE.get(int(http), 2) if http.isdigit() and http != "200" else 13
-        return Outcome(code, f"no grpc-status in the response (HTTP status {http or 'missing'})")
+        return code, f"no grpc-status in the response (HTTP status {http or 'missing'})"
     if not status.isdigit():
-        return Outcome(13, f"a grpc-status that is not a number: {status[:40]!r}")
-    if status != "0":
-        message = reply.trailers.get("grpc-message", reply.headers.get("grpc-message", ""))
-        return Outcome(int(status), unquote(message))
+        return 13, f"a grpc-status that is not a number: {status[:40]!r}"
+    return int(status), unquote(reply.trailers.get("grpc-message", reply.headers.get("grpc-message", "")))
+
+
+def grpc_outcome(reply: h2.Response, output: type[Message]) -> Outcome:
+    """A unary gRPC response: its status, and its one message when OK."""
+    code, message = grpc_status(reply)
+    if code != 0:
+        return Outcome(code, message)
     body = reply.body
     if len(body) < 5 or body[0] != 0 or len(body) != 5 + struct.unpack(">I", body[1:5])[0]:
         return Outcome(13, "the response is not one uncompressed gRPC message")
@@ -402,8 +453,7 @@ class HttpCaller:
         return Outcome(0, "", json_format.ParseDict(parsed, self._method.output()) if self._decode else None)
 
     async def _grpc_web(self, path: str, payload: bytes, output: type[Message]) -> Outcome:
-        framed = b"\x00" + struct.pack(">I", len(payload)) + payload
-        reply = await self._pool.request("POST", path, framed)
+        reply = await self._pool.request("POST", path, grpc_frame(payload))
         if reply.status != 200:
             return _http_error(reply.status, reply.body)
         messages, trailers = grpc_web_frames(reply.body)
@@ -424,8 +474,9 @@ class HttpCaller:
                 await asyncio.sleep(0.005)
         if self._web:
             request = stream_pb2.WatchJobRequest(job_id=job_id).SerializeToString()
-            framed = b"\x00" + struct.pack(">I", len(request)) + request
-            async with self._session.post(WATCH_PATH, data=framed, headers=self._headers) as reply:
+            async with self._session.post(
+                WATCH_PATH, data=grpc_frame(request), headers=self._headers
+            ) as reply:
                 while True:
                     head = await reply.content.readexactly(5)
                     chunk = await reply.content.readexactly(struct.unpack(">I", head[1:])[0])

@@ -163,6 +163,38 @@ async def test_a_server_going_away_finishes_its_calls_and_then_refuses() -> None
             await pool.request(block, framed(b"x"))
 
 
+async def test_a_streamed_response_reaches_its_reader_as_it_arrives() -> None:
+    async def events(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> AsyncIterator[bytes]:
+        yield b"first"
+        await asyncio.sleep(0.3)
+        yield b"second"
+
+    server = grpc.aio.server()
+    method = grpc.unary_stream_rpc_method_handler(events)
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("test.Echo", {"Call": method})])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    pool = h2.Pool(f"127.0.0.1:{port}", 1)
+    try:
+        block = h2.request_block(pool.authority, PATH, {}, 5.0)
+        loop = asyncio.get_running_loop()
+        arrived: list[tuple[float, bytes]] = []
+        reply = await pool.request(block, framed(b"x"), lambda chunk: arrived.append((loop.time(), chunk)))
+        ended = loop.time()
+        assert b"".join(chunk for _, chunk in arrived) == framed(b"first") + framed(b"second")
+        assert ended - arrived[0][0] >= 0.25 and reply.body == b"" and reply.trailers["grpc-status"] == "0"
+
+        def refuse(chunk: bytes) -> None:
+            raise ValueError("not what the reader expected")
+
+        with pytest.raises(ValueError, match="not what the reader expected"):  # that call ends...
+            await pool.request(block, framed(b"x"), refuse)
+        assert (await pool.request(block, framed(b"x"))).trailers["grpc-status"] == "0"  # ...not the rest
+    finally:
+        await pool.close()
+        await server.stop(None)
+
+
 async def test_a_refused_connection_and_a_url_with_tls_are_connection_and_value_errors() -> None:
     async with grpc_server(lambda r, c: asyncio.sleep(0, r)) as (pool, _):
         host = pool.authority

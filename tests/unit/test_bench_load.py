@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import struct
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -335,11 +337,31 @@ def test_grpc_web_frames_and_http_errors() -> None:
     assert unmapped.status == "Unavailable" and "HTTP 502" in unmapped.message
 
 
+@contextlib.asynccontextmanager
+async def watching(servicer: Any) -> AsyncIterator[Any]:
+    """A GrpcCaller whose WatchJob calls go to `servicer` on a grpc.aio server."""
+    import grpc
+
+    from batchline.v1 import stream_pb2_grpc
+    from bench.load.protocols import GrpcCaller
+
+    method = load_method(Path(PROTOSET).read_bytes(), SUBMIT)  # noqa: ASYNC240 (before any task runs)
+    server = grpc.aio.server()
+    stream_pb2_grpc.add_JobStreamServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    caller = GrpcCaller(Options(host=f"127.0.0.1:{port}", call=SUBMIT, data={}, timeout=5.0), method)
+    try:
+        yield caller
+    finally:
+        await caller.close()
+        await server.stop(None)
+
+
 async def test_a_watch_the_server_sheds_is_reopened_after_the_last_state_seen() -> None:
     import grpc
 
     from batchline.v1 import job_pb2, stream_pb2, stream_pb2_grpc
-    from bench.load.protocols import GrpcCaller
 
     requests: list[int] = []
 
@@ -355,17 +377,24 @@ async def test_a_watch_the_server_sheds_is_reopened_after_the_last_state_seen() 
                 job=job_pb2.Job(job_id="j", status=job_pb2.JOB_STATUS_DONE, sequence=3)
             )
 
-    method = load_method(Path(PROTOSET).read_bytes(), SUBMIT)  # noqa: ASYNC240 (before any task runs)
-    server = grpc.aio.server()
-    stream_pb2_grpc.add_JobStreamServiceServicer_to_server(Shedding(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    caller = GrpcCaller(Options(host=f"127.0.0.1:{port}", call=SUBMIT, data={}, timeout=5.0), method)
-    try:
+    async with watching(Shedding()) as caller:
         followed = await caller.follow("j", poll=False)
-    finally:
-        await caller.close()
-        await server.stop(None)
     assert followed.job is not None and followed.job.status == job_pb2.JOB_STATUS_DONE
     # The first watch skips QUEUED (the Submit said so); the second resumes after the state seen.
     assert followed.rewatches == 1 and requests == [1, 2]
+
+
+async def test_a_watch_refused_for_good_is_an_error_with_its_status() -> None:
+    import grpc
+
+    from batchline.v1 import stream_pb2_grpc
+    from bench.load.protocols import WatchError
+
+    class Refusing(stream_pb2_grpc.JobStreamServiceServicer):
+        async def WatchJob(self, request: Any, context: Any) -> Any:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"job {request.job_id} does not exist")
+            yield  # a server-streaming method
+
+    async with watching(Refusing()) as caller:
+        with pytest.raises(WatchError, match=r"^rpc error: code = NotFound desc = job j does not exist$"):
+            await caller.follow("j", poll=False)

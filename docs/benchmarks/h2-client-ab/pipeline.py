@@ -1,9 +1,12 @@
 """The pipeline scenario of `make bench` with each client: Submit at 1,100/s open loop for 10 s,
 each job watched to DONE (--e2e), 2 batchers on the zero-cost model, a fresh stack per run, the
-two checkouts in turns (the order reversed in the second round). Whether the generator's gRPC
-client changes what the pipeline completes.
+checkouts in turns (the order reversed in the second round). Whether the generator's gRPC
+client changes what the pipeline completes. Each argument is NAME=CHECKOUT.
 
-    PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/h2-client-ab/pipeline.py /tmp/before .
+    git worktree add /tmp/before 31f8023   # Submit and WatchJob over grpc.aio
+    git worktree add /tmp/mid 413260b      # Submit over bench.load.h2, WatchJob over grpc.aio
+    PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/h2-client-ab/pipeline.py \
+        grpc.aio=/tmp/before submit-h2=/tmp/mid both-h2=.
 """
 
 from __future__ import annotations
@@ -21,8 +24,7 @@ from bench.suite import PIPELINE_OFFERED_RPS, ZERO_COST
 
 
 def main() -> None:
-    old, new = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
-    variants = [("grpc.aio", old), ("h2", new)]
+    variants = [(name, Path(path).resolve()) for name, _, path in (a.partition("=") for a in sys.argv[1:])]
     for number in range(2):
         for name, checkout in variants if number == 0 else variants[::-1]:
             with stack.start("local", ZERO_COST, batchers=2) as targets:
