@@ -495,14 +495,15 @@ class Pool:
         """One call (`on_data`: as in Connection.request). A stream the server refused
         (REFUSED_STREAM, or past a GOAWAY's last stream) never reached its application, so it
         is sent again, as gRPC clients do."""
-        for attempt in range(1, REFUSED_ATTEMPTS + 1):
+        attempt = 1
+        while True:
             connection = await self._connection()
             try:
                 return await connection.request(block, data, on_data)
             except StreamReset as exc:
                 if exc.error_code != REFUSED_STREAM or attempt == REFUSED_ATTEMPTS:
                     raise
-        raise AssertionError("unreachable")
+            attempt += 1
 
     async def _connection(self) -> Connection:
         index = self._next
@@ -517,11 +518,14 @@ class Pool:
     async def _open(self) -> Connection:
         loop = asyncio.get_running_loop()
         where = f"{self.host}:{self.port}"
+        connection: Connection | None = None
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _, connection = await loop.create_connection(Connection, self.host, self.port)
                 await connection.ready
         except TimeoutError as exc:
+            if connection is not None:  # connected, but the server never sent its settings
+                connection.close()
             raise ConnectionError(f"cannot connect to {where} in {self._connect_timeout} s") from exc
         return connection
 

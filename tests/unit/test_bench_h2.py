@@ -301,3 +301,19 @@ async def test_a_server_that_is_not_http2_is_a_protocol_error() -> None:
     async with server:
         with pytest.raises(h2.ProtocolError, match="over the 16384 allowed"):
             await h2.Pool(f"127.0.0.1:{server.sockets[0].getsockname()[1]}", 1, 2).connect()
+
+
+async def test_a_server_that_never_sends_its_settings_is_left_at_the_connect_timeout() -> None:
+    closed = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(-1)  # to the end: the client closed its side
+        closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    async with server:
+        pool = h2.Pool(f"127.0.0.1:{server.sockets[0].getsockname()[1]}", 1, connect_timeout=0.3)
+        with pytest.raises(ConnectionError, match=r"in 0\.3 s"):
+            await pool.connect()
+        await asyncio.wait_for(closed.wait(), 2)
