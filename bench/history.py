@@ -306,7 +306,7 @@ def markdown(folder: Path) -> str:
         "aiohttp, which cost it about twice the CPU per call on the cores it shares with the system",
         "([`http1-client-ab.md`](http1-client-ab.md)). From 2026-12-06 06:00 its native gRPC calls",
         "go over a lean HTTP/2 client too; before, over grpc.aio's client, which cost it 1.5-1.9 times",
-        "the CPU per call and stalled the floor's calls ([`h2-client-ab.md`](h2-client-ab.md)).",
+        "the CPU per call and stalled most of the floor's slow calls ([`h2-client-ab.md`](h2-client-ab.md)).",
         "",
         *_table(load, LOAD, reader(LOAD)),
         "",

@@ -1,9 +1,9 @@
 """A lean HTTP/2 client for the load generator's gRPC calls: unary, and server-streaming.
 
 The generator shares the machine with the system it measures, so every microsecond it spends on
-a call is taken from the server. grpc.aio's client cost the generator 188-219 µs of CPU per
-unary call on the machines measured here, and its client side wakes late every second or so
-(docs/benchmarks/grpc-floor.md). This is what ghz's Go client or h2load do instead: HTTP/2
+a call is taken from the server. grpc.aio's client cost the generator 184-336 µs of CPU per
+unary call where this one cost 67-105, and its client side woke late every second or so
+(docs/benchmarks/h2-client-ab.md, grpc-floor.md). This is what ghz's Go client or h2load do instead: HTTP/2
 connections held open, every call a stream on one of them, request frames written as bytes,
 frames parsed as they arrive.
 

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -43,7 +44,7 @@ HTTP_TO_CODE = {400: 13, 401: 16, 403: 7, 404: 12, 429: 14, 502: 14, 503: 14, 50
 TERMINAL = {job_pb2.JOB_STATUS_DONE, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
 # A watch ended by the server, not by us, is re-opened: an overloaded gRPC server cancels calls
 # past grpc.server.max_pending_requests (CANCELLED), or is unavailable or out of resources.
-REWATCH = frozenset({1, 14, 8})
+REWATCH = frozenset({1, 8, 14})  # CANCELLED, RESOURCE_EXHAUSTED, UNAVAILABLE
 REWATCH_DELAY_S = 0.2
 # Batchline's own routes for following a job (--e2e), over each protocol.
 WATCH_PATH = "/batchline.v1.JobStreamService/WatchJob"
@@ -273,7 +274,8 @@ class GrpcCaller:
         self._output = method.output
         self._timeout = options.timeout or None
         self._host = options.host
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._get: grpc.aio.UnaryUnaryMultiCallable[inference_pb2.GetJobRequest, inference_pb2.GetJobResponse]
+        self._get_channel: grpc.aio.Channel | None = None
 
     async def ready(self) -> None:
         """Every connection up (bounded by the caller's asyncio.timeout)."""
@@ -291,18 +293,15 @@ class GrpcCaller:
             return Outcome(14, str(exc) or type(exc).__name__)
         return grpc_outcome(reply, self._output)
 
-    def _channel(self, host: str) -> grpc.aio.Channel:
-        if host not in self._channels:
-            self._channels[host] = grpc.aio.insecure_channel(host)
-        return self._channels[host]
-
     async def get_job(self, job_id: str) -> job_pb2.Job | None:
-        get = self._channel(self._host).unary_unary(
-            GET_JOB_PATH,
-            request_serializer=inference_pb2.GetJobRequest.SerializeToString,
-            response_deserializer=inference_pb2.GetJobResponse.FromString,
-        )
-        reply: inference_pb2.GetJobResponse = await get(
+        if self._get_channel is None:  # GetJob is rare: its channel opens on the first
+            self._get_channel = grpc.aio.insecure_channel(self._host)
+            self._get = self._get_channel.unary_unary(
+                GET_JOB_PATH,
+                request_serializer=inference_pb2.GetJobRequest.SerializeToString,
+                response_deserializer=inference_pb2.GetJobResponse.FromString,
+            )
+        reply: inference_pb2.GetJobResponse = await self._get(
             inference_pb2.GetJobRequest(job_id=job_id), timeout=self._timeout, metadata=self._metadata
         )
         return reply.job
@@ -334,7 +333,8 @@ class GrpcCaller:
                     call.exception()  # read: the job's end was seen, however the stream ended
                 return Followed(watch.ended.result(), rewatches)
             try:
-                code, message = grpc_status(call.result())
+                reply = call.result()
+                code, message = status_of(reply.headers, reply.trailers)
             except h2.StreamReset as exc:
                 code, message = exc.grpc_code, str(exc)
             except OSError as exc:
@@ -349,7 +349,8 @@ class GrpcCaller:
     async def close(self) -> None:
         await self._pool.close()
         await self._watches.close()
-        await asyncio.gather(*(channel.close(None) for channel in self._channels.values()))
+        if self._get_channel is not None:
+            await self._get_channel.close(None)
 
 
 class WatchError(Exception):
@@ -379,22 +380,23 @@ class _Watch:
                     self.ended.set_result(event.job)
 
 
-def grpc_status(reply: h2.Response) -> tuple[int, str]:
-    """A gRPC call's status as grpc-go reads it: grpc-status from the trailers (or from the
-    headers of a trailers-only response), the HTTP status mapped when there is none."""
-    status = reply.trailers.get("grpc-status", reply.headers.get("grpc-status"))
+def status_of(headers: Mapping[str, str], trailers: Mapping[str, str]) -> tuple[int, str]:
+    """A gRPC or grpc-web call's status as grpc-go reads it: grpc-status from the trailers (or
+    from the headers of a trailers-only response) with its percent-encoded message; with none,
+    the HTTP status mapped (gRPC's HTTP mapping), UNKNOWN when it says 200."""
+    status = trailers.get("grpc-status", headers.get("grpc-status"))
     if status is None:
-        http = reply.headers.get(":status", "")
-        code = HTTP_TO_CODE.get(int(http), 2) if http.isdigit() and http != "200" else 13
-        return code, f"no grpc-status in the response (HTTP status {http or 'missing'})"
+        http = headers.get(":status", "200")
+        code = HTTP_TO_CODE.get(int(http), 2) if http.isdigit() else 2
+        return code, f"no grpc-status in the response (HTTP status {http})"
     if not status.isdigit():
         return 13, f"a grpc-status that is not a number: {status[:40]!r}"
-    return int(status), unquote(reply.trailers.get("grpc-message", reply.headers.get("grpc-message", "")))
+    return int(status), unquote(trailers.get("grpc-message", headers.get("grpc-message", "")))
 
 
 def grpc_outcome(reply: h2.Response, output: type[Message]) -> Outcome:
     """A unary gRPC response: its status, and its one message when OK."""
-    code, message = grpc_status(reply)
+    code, message = status_of(reply.headers, reply.trailers)
     if code != 0:
         return Outcome(code, message)
     body = reply.body
@@ -457,9 +459,9 @@ class HttpCaller:
         if reply.status != 200:
             return _http_error(reply.status, reply.body)
         messages, trailers = grpc_web_frames(reply.body)
-        code = int(reply.headers.get("grpc-status", trailers.get("grpc-status", "2")))
+        code, message = status_of(reply.headers, trailers)
         if code != 0:
-            return Outcome(code, reply.headers.get("grpc-message", trailers.get("grpc-message", "")))
+            return Outcome(code, message)
         return Outcome(0, "", output.FromString(messages[0]) if messages else output())
 
     async def follow(self, job_id: str, poll: bool) -> Followed:

@@ -59,6 +59,8 @@ def test_grpc_outcomes_follow_grpc_go() -> None:
     assert grpc_outcome(refused, inference_pb2.SubmitResponse) == Outcome(3, "text: 100% blank")
     proxy = h2.Response({":status": "503"}, b"upstream connect error", {})
     assert grpc_outcome(proxy, inference_pb2.SubmitResponse).code == 14
+    silent = h2.Response({":status": "200"}, b"", {})  # no status at all: UNKNOWN, as grpc-go reads it
+    assert grpc_outcome(silent, inference_pb2.SubmitResponse).code == 2
     cut = h2.Response({":status": "200"}, framed(b"\x0a\x01x")[:4], {"grpc-status": "0"})
     assert grpc_outcome(cut, inference_pb2.SubmitResponse).code == 13
 
