@@ -127,7 +127,7 @@ bench-batching: install ## the batching engine against the bare model (about 45 
 	$(PY) -m bench.batching
 	$(PY) -m bench.history
 
-bench-policy: install ## the batch policies simulated on the measured pass costs (under 30 s): docs/benchmarks/policy-simulation.md
+bench-policy: install ## the batch policies simulated on the measured pass costs, one and two model lanes (about a minute): docs/benchmarks/policy-simulation.md
 	$(PY) -m bench.simulate
 
 clean: ## remove the venv, node_modules and caches

@@ -7,7 +7,9 @@ the batcher's default: the real tokens, plus attention's padded share), or per p
 (`--forward padded`, FORWARD=padded and models other than DistilBERT). The costs default to
 what the full-size DistilBERT measured on 2 threads here (`PASS_COSTS`); `--calibrate` times
 this machine's pass over the batcher's warm-up shapes and fits the line as the batcher does,
-and `--fixed-ms` / `--per-token-ms` give another machine's.
+and `--fixed-ms` / `--per-token-ms` give another machine's. Each table is run with two model
+lanes, as the batcher runs on 2 cores (two passes at once on one thread each, a lone pass on
+both threads when the batcher's width rule says so), and with one (one pass at a time).
 The pipeline's own time outside the model is a constant. On a busy two-core machine the real
 benchmark's p99 moves by tens of percent from run to run of one config
 (docs/benchmarks/noise-floor.md); here the policies are compared on the same arrivals, so a
@@ -29,6 +31,7 @@ from typing import Any
 
 from batcher.collector import Load, Policy, next_batch
 from batcher.forecast import ArrivalRate, ForwardTime
+from batcher.lanes import runs_wide
 from batcher.model import packed_work, padded_work
 from bench.workload import sentences
 
@@ -45,6 +48,10 @@ POLICIES = {  # the benchmark's configs, with its token budget for the length-aw
 # the padded pass on the 09:00 machine of 2026-11-30, the packed one on the AMD EPYC of
 # 2026-12-04 18:30 (`--calibrate`, the median of three fits).
 PASS_COSTS = {"packed": (13.1, 0.385), "padded": (16.3, 0.46)}
+# A pass on one of two lanes (one thread) over the same pass on both threads: a batch of 16 took
+# 317-360 ms on one thread and 207-213 on two, passes of 1-4 jobs 1.44-1.77 x as long on one
+# (docs/benchmarks/lanes-ab.md, docs/benchmarks/wait-for-wide-ab.md).
+NARROW_RATIO = 1.6
 DISTILBERT = (768, 3072)  # width and feed-forward width, what packed_work counts with
 
 
@@ -99,42 +106,67 @@ def simulate(
     seed: int = 1,
     outside_s: float = 0.004,
     noise: float = 0.1,
+    lanes: int = 1,
+    narrow_ratio: float = NARROW_RATIO,
 ) -> dict[str, float]:
-    """p50/p99 latency (arrival -> result, ms) and mean batch size of `jobs` Poisson arrivals."""
+    """p50/p99 latency (arrival -> result, ms) and mean batch size of `jobs` Poisson arrivals.
+
+    `forward_s` is a pass on all the threads. With `lanes` 2, as the batcher runs on 2 cores
+    (batcher/lanes.py), up to two passes run at once, each on one lane's share of the threads at
+    `narrow_ratio` x that time, and the policy plans with that lane's time, as the batcher's fit
+    does; a pass that would run alone takes every lane when `runs_wide` says so, with the
+    arrivals' measured hold-up, as the batcher decides it."""
     rng = random.Random(seed)
     arrivals, t = [], 0.0
     for text in sentences(jobs, seed=seed):
         t += rng.expovariate(rate)
         arrivals.append(Job(t, tokens(text)))
+
+    def lane_s(size: Any, longest: Any, real: Any) -> Any:
+        return forward_s(size, longest, real) * (narrow_ratio if lanes > 1 else 1.0)
+
     measured = ArrivalRate()
     now, nxt = 0.0, 0
     waiting: list[Job] = []
+    running: list[tuple[float, list[Job], bool]] = []  # (ends at, its jobs, wide) of each pass
     latencies: list[float] = []
     sizes: list[int] = []
     real = padded = 0
-    while nxt < len(arrivals) or waiting:
+    while nxt < len(arrivals) or waiting or running:
         while nxt < len(arrivals) and arrivals[nxt].arrived_at <= now:
             waiting.append(arrivals[nxt])
             measured.add(arrivals[nxt].arrived_at)
             nxt += 1
-        if not waiting:
-            now = arrivals[nxt].arrived_at
-            continue
-        decision = next_batch(waiting, now, policy, Load(measured.rate(now), forward_s))
-        if decision.take:
-            chosen = set(decision.take)
-            batch = [waiting[i] for i in decision.take]
-            waiting = [w for i, w in enumerate(waiting) if i not in chosen]
-            shape = len(batch), max(j.tokens for j in batch), sum(j.tokens for j in batch)
-            now += forward_s(*shape) * rng.uniform(1 - noise, 1 + noise)
-            latencies += [now - j.arrived_at + outside_s for j in batch]
-            sizes.append(len(batch))
-            real, padded = real + shape[2], padded + shape[0] * shape[1]
-            continue
-        until = now + (decision.wait_s if decision.wait_s is not None else math.inf)
+        for ends, batch, _ in running:
+            if ends <= now:
+                latencies += [ends - j.arrived_at + outside_s for j in batch]
+        running = [r for r in running if r[0] > now]
+        free = lanes - len(running) if not any(wide for *_, wide in running) else 0
+        wake = math.inf  # the policy's wait, if it waits
+        if free and waiting:
+            decision = next_batch(waiting, now, policy, Load(measured.rate(now), lane_s))
+            if decision.take:
+                chosen = set(decision.take)
+                batch = [waiting[i] for i in decision.take]
+                waiting = [w for i, w in enumerate(waiting) if i not in chosen]
+                shape = len(batch), max(j.tokens for j in batch), sum(j.tokens for j in batch)
+                wide = lanes > 1 and not running and not waiting
+                if wide:  # alone: the width rule, as the batcher applies it
+                    wide_s = forward_s(*shape)
+                    wide = runs_wide(
+                        shape[0], lane_s(*shape), wide_s, measured.rate(now), measured.held_up(now, wide_s)
+                    )
+                seconds = (forward_s if wide else lane_s)(*shape) * rng.uniform(1 - noise, 1 + noise)
+                running.append((now + seconds, batch, wide))
+                sizes.append(len(batch))
+                real, padded = real + shape[2], padded + shape[0] * shape[1]
+                continue  # another lane may take the next batch at once
+            if decision.wait_s is not None:
+                wake = now + decision.wait_s
+        events = [wake, *(ends for ends, *_ in running)]
         if nxt < len(arrivals):
-            until = min(until, arrivals[nxt].arrived_at)
-        now = max(until, now + 1e-6)
+            events.append(arrivals[nxt].arrived_at)
+        now = max(min(events), now + 1e-6)
     latencies.sort()
 
     def pct(q: float) -> float:
@@ -148,9 +180,9 @@ def simulate(
     }
 
 
-RATES = {  # up to about the limit of one batcher with each pass
-    "packed": [10, 20, 30, 40, 60, 80, 90, 100, 105],
-    "padded": [10, 20, 30, 40, 50, 60],
+RATES = {  # up to about the limit of one batcher with each pass, per lane count
+    "packed": {1: [10, 20, 30, 40, 60, 80, 90, 100, 105], 2: [10, 20, 30, 40, 60, 80, 100, 120, 130]},
+    "padded": {1: [10, 20, 30, 40, 50, 60], 2: [10, 20, 30, 40, 50, 60, 70]},
 }
 
 
@@ -177,13 +209,33 @@ order: with the packed pass it keeps FIFO's batches and FIFO's tail; `group alwa
 before it, groups whatever it saves, and its p99 passes FIFO's near the limit. The price is the
 padding the benchmark counts at saturation ([`batching.md`](batching.md)): the shapes the packed
 pass runs pad as FIFO's do, while attention, the only part of that pass that sees the padding, is
-about 1.2% of its work.""".splitlines()
+about 1.2% of its work.
+
+Two lanes, as the batcher runs on 2 cores, take more jobs at once and pay for it in slower
+passes, and change none of this: with the packed pass the default forms FIFO's batches (0.99-1.00
+x FIFO's p99), and waiting (`16:50`) never has the lower p99, up to the two lanes' limit. Nor
+with every pass 1.6 x slower (`--fixed-ms 21 --per-token-ms 0.616`), as slow as the benchmark's
+pipeline ran them at 60% load on 2026-12-06 04:26 (a job's share of its pass 30 ms at a mean
+batch of 3.8, about 114 ms a pass on one lane; here a pass of 4 on one lane, about 114 ms): at
+60/s `16:50` 441 ms against FIFO's 360. So the benchmark runs in which `16:50` had the lowest
+p99 at 60% load ([`history.md`](history.md)) are not what either model predicts.""".splitlines()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__.splitlines()[0])
     parser.add_argument("--forward", choices=list(PASS_COSTS), nargs="+", default=list(PASS_COSTS))
     parser.add_argument("--rates", type=float, nargs="+", help="arrivals per second (default: RATES)")
+    parser.add_argument(
+        "--lanes",
+        type=int,
+        choices=[1, 2],
+        nargs="+",
+        default=[2, 1],
+        help="model lanes: 2 as the batcher runs on 2 cores, 1 as with MODEL_LANES=1 or on CUDA",
+    )
+    parser.add_argument(
+        "--narrow-ratio", type=float, default=NARROW_RATIO, help="a lane's pass over the pass on every thread"
+    )
     parser.add_argument("--calibrate", action="store_true", help="time this machine's pass for the costs")
     parser.add_argument("--fixed-ms", type=float, help="forward pass: fixed cost")
     parser.add_argument("--per-token-ms", type=float, help="forward pass: per token computed")
@@ -202,6 +254,12 @@ def main(argv: list[str] | None = None) -> None:
         f"4 ms outside the model. Medians over {args.seeds} arrival sequences of {args.jobs:,} jobs;",
         "every policy sees the same arrivals. Padding: real over padded tokens (size x longest), as",
         "the benchmark counts it.",
+        "",
+        "Two model lanes, as the batcher runs on 2 cores (`batcher/lanes.py`): up to two passes",
+        f"at once, each on one thread at {args.narrow_ratio:g} x the pass on both, the policy planning with",
+        "that lane's time as the batcher's fit does, and a pass that would run alone on both threads",
+        "when the batcher's width rule (`runs_wide`) says so. One lane: one pass at a time on both",
+        "threads (`MODEL_LANES=1`, or a GPU's one lane).",
     ]
     for forward in args.forward:
         fixed_ms, per_token_ms = calibrate(forward) if args.calibrate else PASS_COSTS[forward]
@@ -213,37 +271,51 @@ def main(argv: list[str] | None = None) -> None:
             if forward == "packed"
             else ("padded token")
         )
-        lines += [
-            "",
-            f"## FORWARD={forward}: {fixed_ms:.1f} ms + {per_token_ms:.3f} ms per {unit}",
-            "",
-            "| offered/s | config | p50 ms | p99 ms | mean batch | padding |",
-            "|---|---|---|---|---|---|",
-        ]
-        against: dict[str, list[str]] = {"default": [], "group always": []}  # p99 over 16:0's, per rate
-        for rate in args.rates or RATES[forward]:
-            cells = {}
-            for name, policy in POLICIES.items():
-                runs = [
-                    simulate(policy, rate, forward_s, args.jobs, seed) for seed in range(1, args.seeds + 1)
-                ]
-                cells[name] = cell = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-                lines.append(
-                    f"| {rate:.0f} | {name} | {cell['p50_ms']:.0f} | {cell['p99_ms']:.0f} "
-                    f"| {cell['mean_batch']:.1f} | {cell['padding']:.2f} |"
-                )
-                print(lines[-1], flush=True)
-            for name, ratios in against.items():
-                ratios.append(f"{cells[name]['p99_ms'] / cells['16:0']['p99_ms']:.2f} at {rate:.0f}/s")
-        lines += [
-            "",
-            "The default's p99 over greedy FIFO's (`16:0`): " + ", ".join(against["default"]) + ".",
-            "",
-            "`group always`'s: " + ", ".join(against["group always"]) + ".",
-        ]
+        for lanes in args.lanes:
+            lines += _section(
+                forward, lanes, args, forward_s, f"{fixed_ms:.1f} ms + {per_token_ms:.3f} ms per {unit}"
+            )
     lines += ["", *READING]
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
+
+
+def _section(
+    forward: str, lanes: int, args: argparse.Namespace, forward_s: Callable[[Any, Any, Any], Any], costs: str
+) -> list[str]:
+    """One pass's table at one lane count, and the default's p99 over FIFO's at each rate."""
+    lines = [
+        "",
+        f"## FORWARD={forward}, {lanes} lane{'s' if lanes > 1 else ''}: {costs}",
+        "",
+        "| offered/s | config | p50 ms | p99 ms | mean batch | padding |",
+        "|---|---|---|---|---|---|",
+    ]
+    against: dict[str, list[str]] = {"default": [], "group always": []}  # p99 over 16:0's, per rate
+    for rate in args.rates or RATES[forward][lanes]:
+        cells = {}
+        for name, policy in POLICIES.items():
+            runs = [
+                simulate(
+                    policy, rate, forward_s, args.jobs, seed, lanes=lanes, narrow_ratio=args.narrow_ratio
+                )
+                for seed in range(1, args.seeds + 1)
+            ]
+            cells[name] = cell = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            lines.append(
+                f"| {rate:.0f} | {name} | {cell['p50_ms']:.0f} | {cell['p99_ms']:.0f} "
+                f"| {cell['mean_batch']:.1f} | {cell['padding']:.2f} |"
+            )
+            print(lines[-1], flush=True)
+        for name, ratios in against.items():
+            ratios.append(f"{cells[name]['p99_ms'] / cells['16:0']['p99_ms']:.2f} at {rate:.0f}/s")
+    return [
+        *lines,
+        "",
+        "The default's p99 over greedy FIFO's (`16:0`): " + ", ".join(against["default"]) + ".",
+        "",
+        "`group always`'s: " + ", ".join(against["group always"]) + ".",
+    ]
 
 
 if __name__ == "__main__":

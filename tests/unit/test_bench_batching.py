@@ -196,16 +196,34 @@ def test_with_the_packed_pass_the_simulated_default_keeps_fifos_tail_near_the_li
     assert grouping["p99_ms"] > fifo["p99_ms"] and grouping["padding"] > fifo["padding"]
 
 
+def test_two_simulated_lanes_run_a_lone_job_on_both_threads_and_hold_a_rate_one_lane_cannot() -> None:
+    from bench.simulate import PASS_COSTS, POLICIES, pass_time, simulate
+
+    forward_s = pass_time("packed", *PASS_COSTS["packed"])
+    lone_ms = forward_s(1, 20, 20) * 1000 + 4.0  # a review-length job on both threads, and the rest
+    light = simulate(POLICIES["default"], 2.0, forward_s, jobs=200, lanes=2)
+    assert light["mean_batch"] == 1.0
+    assert light["p50_ms"] < 1.15 * lone_ms  # wide: on one lane's thread it takes 1.6 x as long
+    one = simulate(POLICIES["16:0"], 125.0, forward_s, jobs=1500, lanes=1)
+    two = simulate(POLICIES["16:0"], 125.0, forward_s, jobs=1500, lanes=2)
+    assert two["p99_ms"] < one["p99_ms"] / 2  # past one pass at a time's limit, not past two lanes'
+
+
 def test_the_policy_simulation_writes_its_page_for_each_pass(tmp_path: Path) -> None:
     from bench import simulate
 
     out = tmp_path / "policy-simulation.md"
     simulate.main(["--rates", "20", "60", "--seeds", "1", "--jobs", "300", "--out", str(out)])
     page = out.read_text()
-    for forward in ("packed", "padded"):  # the batcher's default pass first
-        assert f"## FORWARD={forward}: " in page
-    assert page.index("FORWARD=packed") < page.index("FORWARD=padded")
-    assert page.count("| 60 | default |") == 2 and page.count("over greedy FIFO's (`16:0`): ") == 2
+    sections = [
+        f"## FORWARD={forward}, {lanes}: "
+        for forward in ("packed", "padded")
+        for lanes in ("2 lanes", "1 lane")
+    ]
+    assert [page.index(section) for section in sections] == sorted(
+        page.index(section) for section in sections
+    )
+    assert page.count("| 60 | default |") == 4 and page.count("over greedy FIFO's (`16:0`): ") == 4
     with pytest.raises(SystemExit):  # one pair of costs cannot be both passes'
         simulate.main(["--fixed-ms", "10", "--out", str(out)])
 
