@@ -9,4 +9,6 @@ from pathlib import Path
 from bench.batching import ab_main
 
 if __name__ == "__main__":
-    ab_main({"start narrow": {"AB_NO_HOLD": "1"}, "hold, lane times": {}}, [25.0, 40.0], 3, Path(__file__).parent)
+    ab_main(
+        {"start narrow": {"AB_NO_HOLD": "1"}, "hold, lane times": {}}, [25.0, 40.0], 3, Path(__file__).parent
+    )
