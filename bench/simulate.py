@@ -115,7 +115,9 @@ def simulate(
     (batcher/lanes.py), up to two passes run at once, each on one lane's share of the threads at
     `narrow_ratio` x that time, and the policy plans with that lane's time, as the batcher's fit
     does; a pass that would run alone takes every lane when `runs_wide` says so, with the
-    arrivals' measured hold-up, as the batcher decides it."""
+    arrivals' measured hold-up, as the batcher decides it. Unlike the batcher, every pass here
+    costs what the model says, so there is nothing to learn from lone passes in traffic
+    (`LoneWidths`) and no exploring pass on the other width."""
     rng = random.Random(seed)
     arrivals, t = [], 0.0
     for text in sentences(jobs, seed=seed):
