@@ -215,7 +215,7 @@ def test_the_policy_simulation_writes_its_page_for_each_pass(tmp_path: Path) -> 
     out = tmp_path / "policy-simulation.md"
     simulate.main(["--rates", "20", "60", "--seeds", "1", "--jobs", "300", "--out", str(out)])
     page = out.read_text()
-    sections = [
+    sections = [  # the batcher's default pass first, and first its two lanes on 2 cores
         f"## FORWARD={forward}, {lanes}: "
         for forward in ("packed", "padded")
         for lanes in ("2 lanes", "1 lane")
