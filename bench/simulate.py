@@ -104,12 +104,15 @@ def simulate(
     forward_s: Callable[[int, int, int], float],
     jobs: int = 4000,
     seed: int = 1,
+    *,
     outside_s: float = 0.004,
     noise: float = 0.1,
     lanes: int = 1,
     narrow_ratio: float = NARROW_RATIO,
+    even: bool = False,
 ) -> dict[str, float]:
-    """p50/p99 latency (arrival -> result, ms) and mean batch size of `jobs` Poisson arrivals.
+    """p50/p99 latency (arrival -> result, ms) and mean batch size of `jobs` Poisson arrivals, or
+    with `even` arrivals evenly spaced, as the batching benchmark sends them.
 
     `forward_s` is a pass on all the threads. With `lanes` 2, as the batcher runs on 2 cores
     (batcher/lanes.py), up to two passes run at once, each on one lane's share of the threads at
@@ -121,7 +124,7 @@ def simulate(
     rng = random.Random(seed)
     arrivals, t = [], 0.0
     for text in sentences(jobs, seed=seed):
-        t += rng.expovariate(rate)
+        t += 1 / rate if even else rng.expovariate(rate)
         arrivals.append(Job(t, tokens(text)))
 
     def lane_s(size: Any, longest: Any, real: Any) -> Any:
@@ -219,8 +222,12 @@ x FIFO's p99), and waiting (`16:50`) never has the lower p99, up to the two lane
 with every pass 1.6 x slower (`--fixed-ms 21 --per-token-ms 0.616`), as slow as the benchmark's
 pipeline ran them at 60% load on 2026-12-06 04:26 (a job's share of its pass 30 ms at a mean
 batch of 3.8, about 114 ms a pass on one lane; here a pass of 4 on one lane, about 114 ms): at
-60/s `16:50` 441 ms against FIFO's 360. So the benchmark runs in which `16:50` had the lowest
-p99 at 60% load ([`history.md`](history.md)) are not what either model predicts.""".splitlines()
+60/s `16:50` 441 ms against FIFO's 360. Nor with the arrivals evenly spaced, as the benchmark
+sends them (`--even`): with those slower passes, at 60/s `16:50` 226 ms against FIFO's 219, at
+25/s 115 against 50. So the benchmark runs in which `16:50` had the lowest p99 at 60% load
+([`history.md`](history.md)) are not what either model predicts. Nor are the two regimes of
+lone passes the benchmark showed at 30% load ([`hold-for-wide-ab.md`](hold-for-wide-ab.md)):
+here a pass on a lane always costs 1.6 x the pass on both threads, beside another pass or not.""".splitlines()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -237,6 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--narrow-ratio", type=float, default=NARROW_RATIO, help="a lane's pass over the pass on every thread"
+    )
+    parser.add_argument(
+        "--even", action="store_true", help="arrivals evenly spaced, as the benchmark sends them"
     )
     parser.add_argument("--calibrate", action="store_true", help="time this machine's pass for the costs")
     parser.add_argument("--fixed-ms", type=float, help="forward pass: fixed cost")
@@ -262,6 +272,14 @@ def main(argv: list[str] | None = None) -> None:
         "that lane's time as the batcher's fit does, and a pass that would run alone on both threads",
         "when the batcher's width rule (`runs_wide`) says so. One lane: one pass at a time on both",
         "threads (`MODEL_LANES=1`, or a GPU's one lane).",
+        *(
+            [
+                "",
+                "Here the arrivals are evenly spaced (`--even`), as the batching benchmark sends them.",
+            ]
+            if args.even
+            else []
+        ),
     ]
     for forward in args.forward:
         fixed_ms, per_token_ms = calibrate(forward) if args.calibrate else PASS_COSTS[forward]
@@ -299,7 +317,14 @@ def _section(
         for name, policy in POLICIES.items():
             runs = [
                 simulate(
-                    policy, rate, forward_s, args.jobs, seed, lanes=lanes, narrow_ratio=args.narrow_ratio
+                    policy,
+                    rate,
+                    forward_s,
+                    args.jobs,
+                    seed,
+                    lanes=lanes,
+                    narrow_ratio=args.narrow_ratio,
+                    even=args.even,
                 )
                 for seed in range(1, args.seeds + 1)
             ]

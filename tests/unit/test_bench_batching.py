@@ -209,6 +209,17 @@ def test_two_simulated_lanes_run_a_lone_job_on_both_threads_and_hold_a_rate_one_
     assert two["p99_ms"] < one["p99_ms"] / 2  # past one pass at a time's limit, not past two lanes'
 
 
+def test_evenly_spaced_arrivals_further_apart_than_a_pass_never_wait_for_one() -> None:
+    from bench.simulate import PASS_COSTS, POLICIES, pass_time, simulate
+
+    forward_s = pass_time("packed", *PASS_COSTS["packed"])
+    longest_ms = 1.1 * forward_s(1, 35, 35) * 1000 + 4.0  # the longest review on both threads, slow
+    even = simulate(POLICIES["16:0"], 20.0, forward_s, jobs=300, lanes=2, even=True)
+    assert even["mean_batch"] == 1.0 and even["p99_ms"] < longest_ms  # 50 ms apart: none waits
+    random = simulate(POLICIES["16:0"], 20.0, forward_s, jobs=300, lanes=2)
+    assert random["p99_ms"] > longest_ms  # Poisson arrivals at the same rate do meet
+
+
 def test_the_policy_simulation_writes_its_page_for_each_pass(tmp_path: Path) -> None:
     from bench import simulate
 

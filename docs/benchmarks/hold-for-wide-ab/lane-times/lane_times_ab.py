@@ -2,7 +2,9 @@
 traffic (the policy's fit) instead of the warm-up's pass alone on one thread, against starting
 narrow at once, side by side at 25 and 40 req/s, 3 rounds: `git apply
 docs/benchmarks/hold-for-wide-ab/lane-times/lane-times.patch`, then `PYTHONPATH=src:services:.
-.venv/bin/python docs/benchmarks/hold-for-wide-ab/lane-times/lane_times_ab.py`."""
+.venv/bin/python docs/benchmarks/hold-for-wide-ab/lane-times/lane_times_ab.py`. In the patch,
+`AB_NO_HOLD=1` turns the hold off and `AB_ALONE_TIMES=1` prices the narrow pass as the first hold
+did."""
 
 from pathlib import Path
 
