@@ -25,6 +25,7 @@ class TcpProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._writers: set[asyncio.StreamWriter] = set()
         self._open = True
+        self._flowing = asyncio.Event()  # cleared: the client's bytes are no longer read
         self.accepted = 0  # connections forwarded so far
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -61,6 +62,13 @@ class TcpProxy:
     def restore(self) -> None:
         self._open = True
 
+    def stall(self) -> None:
+        """Stop reading what the clients send, the connections left open: their writes back up."""
+        self._call(self._flowing.clear)
+
+    def flow(self) -> None:
+        self._call(self._flowing.set)
+
     def _call(self, function: Callable[[], None]) -> None:
         async def run() -> None:
             function()
@@ -77,6 +85,7 @@ class TcpProxy:
         self._writers.clear()
 
     async def _serve(self) -> None:
+        self._flowing.set()
         self._server = await asyncio.start_server(self._handle, sock=self._listener)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -91,9 +100,9 @@ class TcpProxy:
         self.accepted += 1
         self._writers.update((writer, up_writer))
 
-        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, client: bool) -> None:
             try:
-                while chunk := await source.read(65536):
+                while (not client or await self._flowing.wait()) and (chunk := await source.read(65536)):
                     sink.write(chunk)
                     await sink.drain()
             except (OSError, asyncio.IncompleteReadError):
@@ -101,5 +110,5 @@ class TcpProxy:
             finally:
                 sink.transport.abort() if not self._open else sink.close()
 
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        await asyncio.gather(pump(reader, up_writer, client=True), pump(up_reader, writer, client=False))
         self._writers.difference_update((writer, up_writer))

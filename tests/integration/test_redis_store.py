@@ -283,6 +283,40 @@ def test_a_cut_connection_is_unavailable_on_either_event_loop(
     (uvloop.run if loop == "uvloop" else asyncio.run)(scenario())
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_write_redis_stops_taking_fails_within_the_timeout_as_unavailable(
+    store_settings: StoreSettings, loop: str
+) -> None:
+    """Redis stops reading, its connections left open: a command whose bytes the kernel cannot
+    take waits for the store's timeout at most, and the caller hears Unavailable, not a hang.
+    Once Redis reads again the store works."""
+    upstream = urlsplit(store_settings.redis_url)
+    timeout_s = 0.5
+
+    async def scenario() -> None:
+        with TcpProxy((upstream.hostname or "127.0.0.1", upstream.port or 6379)) as proxy:
+            settings = replace(
+                store_settings, redis_url=f"redis://127.0.0.1:{proxy.port}/0", timeout_s=timeout_s
+            )
+            store = RedisJobStore(settings)
+            await store.create(job("before", codec.QUEUED))  # leaves an open connection in the pool
+            proxy.stall()
+            huge = job("huge", codec.QUEUED)
+            huge.error.message = "x" * (64 << 20)  # more than the kernel's buffers hold
+            started = time.monotonic()
+            with pytest.raises(Unavailable):
+                await store.create_many([huge])
+            # the command once on the idle connection, once on a fresh one, each bounded
+            assert time.monotonic() - started < 6 * timeout_s
+            proxy.flow()
+            await store.create_many([job("after", codec.QUEUED)])
+            assert await store.get("after") is not None
+            assert await store.get("huge") is None
+            await store.close()
+
+    (uvloop.run if loop == "uvloop" else asyncio.run)(scenario())
+
+
 def commands(settings: StoreSettings, limit: int = 4, wait_s: float = 1.0) -> Commands:
     pool = aioredis.BlockingConnectionPool.from_url(settings.redis_url, socket_timeout=2.0)
     return Commands(pool, limit, wait_s)
