@@ -102,7 +102,12 @@ class TcpProxy:
 
         async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, client: bool) -> None:
             try:
-                while (not client or await self._flowing.wait()) and (chunk := await source.read(65536)):
+                while True:
+                    if client:
+                        await self._flowing.wait()  # stall() holds what the client sends
+                    chunk = await source.read(65536)
+                    if not chunk:
+                        break
                     sink.write(chunk)
                     await sink.drain()
             except (OSError, asyncio.IncompleteReadError):
