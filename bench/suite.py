@@ -109,18 +109,21 @@ def measure(options: Options, env: dict[str, str], batchers: int = 0, via: str =
         run = replace(options, host=host, stream_host=targets.stream if via == "direct" else "")
         processes = env.get("INGRESS_PROCESSES")
         ingress = f"<ingress, INGRESS_PROCESSES={processes}>" if processes else "<ingress>"
-        return _run(run, targets.pids, ingress if via == "direct" else "<envoy>")
+        return run_counted(run, targets.pids, ingress if via == "direct" else "<envoy>")
 
 
 def measure_floor(options: Options) -> dict[str, Any]:
     """The same run against a Submit that does no work (bench.floor): what gRPC and the load
     generator alone cost at that load on this machine, the floor under the ingress's numbers."""
     with floor.serving() as (host, pid):
-        return _run(replace(options, host=host, name="floor"), {"server": [pid]}, "<python -m bench.floor>")
+        return run_counted(
+            replace(options, host=host, name="floor"), {"server": [pid]}, "<python -m bench.floor>"
+        )
 
 
-def _run(options: Options, pids: dict[str, list[int]], target: str) -> dict[str, Any]:
-    """Warm `options.host` for 1 s, then run `options`, counting each process's CPU."""
+def run_counted(options: Options, pids: dict[str, list[int]], target: str) -> dict[str, Any]:
+    """Warm `options.host` for 1 s, then run `options`, counting each process's CPU (seconds, in
+    the report's `batchline.cpuS`, the generator's under "load generator")."""
     warm = submit("warm", host=options.host, rps=200, duration=1.0, progress=False)
     runner.run(runner.make_plan(warm.validate(), PROTOSET.read_bytes()))
     cpu_before = {name: stack.cpu_seconds(ids) for name, ids in pids.items()}
@@ -138,6 +141,11 @@ def submit(name: str, host: str = "-", **flags: Any) -> Options:
         call=SUBMIT, protoset=str(PROTOSET), insecure=True, data=SUBMIT_DATA, duration_stop="wait", name=name,
         host=host, **flags,
     )  # fmt: skip
+
+
+def pipeline(name: str, rps: int, duration: float, **flags: Any) -> Options:
+    """The pipeline scenario's Submit: open loop at `rps`, each job watched to DONE over WatchJob."""
+    return submit(name, rps=rps, duration=duration, concurrency=1000, e2e="watch", **flags)
 
 
 def percentile(report: dict[str, Any], p: int) -> float:
@@ -195,13 +203,7 @@ def run_all(profile: Profile) -> dict[str, Any]:
         next_step(
             f"pipeline: Submit at {PIPELINE_OFFERED_RPS}/s, each job watched to DONE, 2 batchers ({tag})"
         )
-        options = submit(
-            "pipeline-direct",
-            rps=PIPELINE_OFFERED_RPS,
-            duration=profile.duration_s,
-            concurrency=1000,
-            e2e="watch",
-        )
+        options = pipeline("pipeline-direct", PIPELINE_OFFERED_RPS, profile.duration_s)
         results["pipeline"].append(measure(options, ZERO_COST, batchers=2))
 
         for protocol, via in PROTOCOLS:  # side by side, interleaved within each repeat

@@ -19,6 +19,8 @@ from stream import metrics
 
 log = logging.getLogger(__name__)
 
+RESYNC_READ = 256  # jobs re-read per Redis command after a resubscription
+
 
 class Watcher:
     """A bounded mailbox of one WatchJob call."""
@@ -89,11 +91,12 @@ class Fanout:
         """After (re)subscribing, re-read every watched job: events published while we were
         not subscribed would otherwise be lost. Watchers drop what they have already seen."""
         self.subscribed.set()
-        for job_id in list(self._watchers):
-            job = await self._store.get(job_id)
-            if job is not None:
-                for watcher in self._watchers.get(job_id, ()):
-                    watcher.offer(job)
+        watched = list(self._watchers)
+        for start in range(0, len(watched), RESYNC_READ):
+            for job in await self._store.get_many(watched[start : start + RESYNC_READ]):
+                if job is not None:
+                    for watcher in self._watchers.get(job.job_id, ()):
+                        watcher.offer(job)
 
 
 def _changed_at(job: Job) -> float:

@@ -14,3 +14,8 @@ FANOUT_LAG = Histogram(
     "From a job's state change (its trace timestamp) to the stream service routing the event",
     buckets=LAG_BUCKETS,
 )
+READ_GROUP_JOBS = Histogram(
+    "batchline_watch_read_group_jobs",
+    "Jobs whose current state one read fetched for newly opened watches",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+)

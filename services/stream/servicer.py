@@ -9,8 +9,10 @@ import grpc
 
 from batchline import access, codec
 from batchline.errors import InvalidArgument, NotFound, TooSlow
+from batchline.grouped import Grouped
 from batchline.store import JobStore
 from batchline.v1 import stream_pb2, stream_pb2_grpc
+from stream import metrics
 from stream.fanout import Fanout
 
 LAST_SEQUENCE = codec.rank(codec.DONE)  # every terminal state
@@ -21,6 +23,12 @@ class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
         self._store = store
         self._fanout = fanout
         self._heartbeat_s = heartbeat_s
+        # Watches that open while a read is in flight read their jobs together, in one command.
+        self._read: Grouped[str, codec.Job | None] = Grouped(self._read_group)
+
+    async def _read_group(self, job_ids: list[str]) -> list[codec.Job | None]:
+        metrics.READ_GROUP_JOBS.observe(len(job_ids))
+        return await self._store.get_many(job_ids)
 
     async def WatchJob(
         self, request: stream_pb2.WatchJobRequest, context: grpc.aio.ServicerContext[object, object]
@@ -32,7 +40,7 @@ class JobStreamServicer(stream_pb2_grpc.JobStreamServiceServicer):
                 f"must be 0-{LAST_SEQUENCE} (the Job.sequence last seen), not {request.after_sequence}",
             )
         with self._fanout.watch(request.job_id) as watcher:
-            job = await self._store.get(request.job_id)
+            job = await self._read(request.job_id)
             if job is None or not access.may_see(job):  # another owner's job reads as no job at all
                 raise NotFound(f"job {request.job_id} does not exist or has expired")
             if codec.rank(job.status) > request.after_sequence:

@@ -207,6 +207,9 @@ class MemoryJobStore:
         record = self._live(job_id)
         return None if record is None else Job.FromString(record.data)
 
+    async def get_many(self, job_ids: Sequence[str]) -> list[Job | None]:
+        return [await self.get(job_id) for job_id in job_ids]
+
     async def left_queue(self) -> int:
         return self._left
 

@@ -110,6 +110,13 @@ for i = 1, #KEYS do statuses[i] = redis.call('HGET', KEYS[i], 's') end
 return statuses
 """
 
+# The record of each job, nil for a job with no record. KEYS: each job.
+GET_MANY_LUA = """
+local records = {}
+for i = 1, #KEYS do records[i] = redis.call('HGET', KEYS[i], 'd') end
+return records
+"""
+
 # Mark a job's task published: a field of the job's own hash, so it expires with the record;
 # never on a record that is gone (HSET alone would create a hash with no TTL). KEYS: job.
 MARK_PUBLISHED_LUA = """
@@ -271,6 +278,7 @@ class RedisJobStore:
         self._discard = self._commands.script(DISCARD_LUA)
         self._mark_published = self._commands.script(MARK_PUBLISHED_LUA)
         self._statuses = self._commands.script(STATUSES_LUA)
+        self._get_many = self._commands.script(GET_MANY_LUA)
 
     def job_key(self, job_id: str) -> str:
         return self._prefix + names.JOB_KEY + job_id
@@ -406,6 +414,16 @@ class RedisJobStore:
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
         return None if data is None else Job.FromString(data)
+
+    async def get_many(self, job_ids: Sequence[str]) -> list[Job | None]:
+        """Each job's record: one script call, for the reads of jobs watched together."""
+        if not job_ids:
+            return []
+        try:
+            raw = await self._commands.run(self._get_many, [self.job_key(job_id) for job_id in job_ids], [])
+        except RedisError as exc:
+            raise Unavailable("Redis is unreachable") from exc
+        return [None if data is None else Job.FromString(data) for data in raw]
 
     async def left_queue(self) -> int:
         try:

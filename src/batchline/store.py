@@ -78,6 +78,9 @@ class JobStore(Protocol):
     async def get(self, job_id: str) -> Job | None:
         """The record, or None for unknown or expired ids."""
 
+    async def get_many(self, job_ids: Sequence[str]) -> list[Job | None]:
+        """`get` for each id, in one round trip."""
+
     async def left_queue(self) -> int:
         """Jobs that have left QUEUED (started, finished or discarded) since counting began."""
 

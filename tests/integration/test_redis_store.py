@@ -137,6 +137,10 @@ async def test_batch_statistics_and_statuses(store: RedisJobStore) -> None:
     assert written == [True, True]
     assert await store.statuses(["s1", "s2", "nope"]) == [codec.DONE, codec.DONE, None]
     assert await store.statuses([]) == []
+    records = await store.get_many(["s2", "nope", "s1"])
+    assert [r.job_id if r else None for r in records] == ["s2", None, "s1"]
+    assert [r.status for r in records if r] == [codec.DONE, codec.DONE]
+    assert await store.get_many([]) == []
     stats = await store.stats()
     assert stats.batch_sizes == {2: 1}
     assert stats.workers["w1"].padded_tokens == 12

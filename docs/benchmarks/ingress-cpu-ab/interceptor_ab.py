@@ -38,7 +38,7 @@ def main() -> None:
             host = f"127.0.0.1:{int(server.stdout.readline())}"
             before = threads(server.pid)
             options = suite.submit("floor", rps=rps, duration=seconds, concurrency=1000, connections=8)
-            report = suite._run(replace(options, host=host), {"server": [server.pid]}, "-")
+            report = suite.run_counted(replace(options, host=host), {"server": [server.pid]}, "-")
             after = threads(server.pid)
             server.terminate()
             server.wait()

@@ -30,16 +30,7 @@ LIGHT = {"MODEL_BACKEND": "simulated", "SIM_FIXED_MS": "25", "SIM_PER_TOKEN_MS":
 def one(mode: str, old: bool, rate: int, dur: float) -> dict:
     env = dict(suite.ZERO_COST if mode == "load" else LIGHT, **({"AB_OLD_WRITE": "1"} if old else {}))
     with stack.start("local", env, batchers=2 if mode == "load" else 1) as t:
-        opts = suite.submit(
-            mode,
-            host=t.ingress,
-            stream_host=t.stream,
-            rps=rate,
-            duration=dur,
-            concurrency=1000,
-            e2e="watch",
-            progress=False,
-        )
+        opts = suite.pipeline(mode, rate, dur, host=t.ingress, stream_host=t.stream, progress=False)
         warm_rps = 200 if mode == "load" else 20
         warm = suite.submit("warm", host=t.ingress, rps=warm_rps, duration=1.0, progress=False)
         runner.run(runner.make_plan(warm.validate(), suite.PROTOSET.read_bytes()))
