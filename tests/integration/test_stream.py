@@ -117,18 +117,19 @@ async def test_watches_that_open_while_a_read_is_in_flight_read_their_jobs_toget
     servicer = JobStreamServicer(store, fanout, heartbeat_s=5)
     context: Any = None
 
-    def watch(job_id: str) -> Any:
-        return servicer.WatchJob(stream_pb2.WatchJobRequest(job_id=job_id), context)
-
+    requests = [stream_pb2.WatchJobRequest(job_id=i) for i in [*ids, "nope"]]
+    streams: list[Any] = [servicer.WatchJob(request, context) for request in requests]
     store.gate.clear()
-    first = asyncio.create_task(anext(watch(ids[0])))
+    first = asyncio.create_task(anext(streams[0]))
     await wait_for(lambda: len(store.reads) == 1, 5, what="the first read in flight")
-    later = [asyncio.create_task(anext(watch(i))) for i in [*ids[1:], "nope"]]
+    later = [asyncio.create_task(anext(stream)) for stream in streams[1:]]
     for _ in range(5):
         await asyncio.sleep(0)
     assert store.reads == [["w0"]]  # they wait for the read in flight
     store.gate.set()
     answers = await asyncio.gather(first, *later, return_exceptions=True)
+    for stream in streams:
+        await stream.aclose()
     routing.cancel()
     await store.close()
     assert store.reads == [["w0"], ["w1", "w2", "w3", "w4", "nope"]]  # then read in one command
@@ -156,7 +157,7 @@ async def test_after_subscribing_every_watched_job_is_read_again_in_groups(
     ):
         routing = asyncio.create_task(fanout.run())
         await asyncio.wait_for(fanout.subscribed.wait(), 5)
-        await wait_for(lambda: len(store.reads) == 2, 5, what="the re-reads")
+        await wait_for(lambda: not r2.events.empty(), 5, what="the last group's re-read handed on")
         routing.cancel()
     await store.close()
     assert store.reads == [["r0", "r1"], ["r2", "gone"]]
