@@ -103,18 +103,12 @@ end
 return written
 """
 
-# The status of each job, nil for a job with no record. KEYS: each job.
-STATUSES_LUA = """
-local statuses = {}
-for i = 1, #KEYS do statuses[i] = redis.call('HGET', KEYS[i], 's') end
-return statuses
-"""
-
-# The record of each job, nil for a job with no record. KEYS: each job.
-GET_MANY_LUA = """
-local records = {}
-for i = 1, #KEYS do records[i] = redis.call('HGET', KEYS[i], 'd') end
-return records
+# One field of each job's hash (s: status, d: record), nil for a job with no record.
+# KEYS: each job. ARGV: the field.
+FIELD_OF_EACH_LUA = """
+local values = {}
+for i = 1, #KEYS do values[i] = redis.call('HGET', KEYS[i], ARGV[1]) end
+return values
 """
 
 # Mark a job's task published: a field of the job's own hash, so it expires with the record;
@@ -277,8 +271,7 @@ class RedisJobStore:
         self._transition = self._commands.script(TRANSITION_LUA)
         self._discard = self._commands.script(DISCARD_LUA)
         self._mark_published = self._commands.script(MARK_PUBLISHED_LUA)
-        self._statuses = self._commands.script(STATUSES_LUA)
-        self._get_many = self._commands.script(GET_MANY_LUA)
+        self._field_of_each = self._commands.script(FIELD_OF_EACH_LUA)
 
     def job_key(self, job_id: str) -> str:
         return self._prefix + names.JOB_KEY + job_id
@@ -417,13 +410,17 @@ class RedisJobStore:
 
     async def get_many(self, job_ids: Sequence[str]) -> list[Job | None]:
         """Each job's record: one script call, for the reads of jobs watched together."""
+        raw = await self._fields("d", job_ids)
+        return [None if data is None else Job.FromString(data) for data in raw]
+
+    async def _fields(self, field: str, job_ids: Sequence[str]) -> list[bytes | None]:
         if not job_ids:
             return []
+        keys = [self.job_key(job_id) for job_id in job_ids]
         try:
-            raw = await self._commands.run(self._get_many, [self.job_key(job_id) for job_id in job_ids], [])
+            return cast(list[bytes | None], await self._commands.run(self._field_of_each, keys, [field]))
         except RedisError as exc:
             raise Unavailable("Redis is unreachable") from exc
-        return [None if data is None else Job.FromString(data) for data in raw]
 
     async def left_queue(self) -> int:
         try:
@@ -456,13 +453,7 @@ class RedisJobStore:
 
     async def statuses(self, job_ids: Sequence[str]) -> list[int | None]:
         """Each job's status (None: no record): one script call, on a batch's way to its pass."""
-        if not job_ids:
-            return []
-        try:
-            raw = await self._commands.run(self._statuses, [self.job_key(job_id) for job_id in job_ids], [])
-        except RedisError as exc:
-            raise Unavailable("Redis is unreachable") from exc
-        return [None if r is None else int(r) for r in raw]
+        return [None if r is None else int(r) for r in await self._fields("s", job_ids)]
 
     async def stats(self) -> StatsSnapshot:
         p = self._prefix
