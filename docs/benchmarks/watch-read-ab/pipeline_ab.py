@@ -4,11 +4,12 @@ every other round), a fresh local stack each run; one JSON line per run.
 
 The load suite's pipeline scenario: Submit open loop, each job watched to DONE, 2 batchers, the
 zero-cost simulated model. Per run: done/s, CPU ms per job by process, and the stream service's
-reads (commands) per watch with the mean group, from its /metrics.
+reads' mean group, from its /metrics; the ingress's mean group commit
+(warm-up included), the batchers' mean batch.
 
     git apply docs/benchmarks/watch-read-ab/old-read.patch
     PYTHONPATH=src:services:clients/python:. .venv/bin/python \\
-        docs/benchmarks/watch-read-ab/pipeline_ab.py 1100 15 5
+        docs/benchmarks/watch-read-ab/pipeline_ab.py 1100 15 7  # and 1500 15 5
     git apply -R docs/benchmarks/watch-read-ab/old-read.patch
 """
 
@@ -36,6 +37,9 @@ def one(old: bool, rate: int, dur: float) -> dict:
         port = t.metrics["stream"][0]
         reads = scrape(port, "batchline_watch_read_group_jobs_count")
         grouped = scrape(port, "batchline_watch_read_group_jobs_sum")
+        ingress = t.metrics["ingress"][0]
+        commits = scrape(ingress, "batchline_submit_group_jobs_count")
+        submits = scrape(ingress, "batchline_submit_group_jobs_sum")
     e = rep["batchline"]["e2e"]
     n = max(1, e["done"])
     cpu = {("gen" if k == suite.GENERATOR else k): v for k, v in rep["batchline"]["cpuS"].items()}
@@ -47,6 +51,7 @@ def one(old: bool, rate: int, dur: float) -> dict:
         "e2e_p50": round(e["latencyMs"].get("p50", 0)),
         "mean_read_group": round(grouped / reads, 2) if reads else None,
         "mean_batch": round(e["batchSize"]["mean"], 1),
+        "mean_submit_group": round(submits / commits, 2) if commits else None,
         "cpu_ms": {k: round(1000 * v / n, 3) for k, v in cpu.items()},
         "total": round(sum(1000 * v / n for v in cpu.values()), 3),
     }
