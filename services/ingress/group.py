@@ -1,11 +1,11 @@
 """Group commit for single Submits: store and publish together the jobs that arrive while the
 previous group is being stored and published.
 
-A lone Submit goes out at once, as a group of one. Submits that arrive while a group is in
-flight wait for it and then go out together: one Redis round trip (`create_many`) and one write
-to RabbitMQ (`publish`) for all of them. So the groups grow with the load and with the round
-trip's length, and an idle ingress adds no wait. Each caller still gets its own answer: its
-task's own confirm or refusal.
+A lone Submit goes out on the event loop's next turn, as a group of one. Submits that arrive
+while a group is in flight wait for it and then go out together: one Redis round trip
+(`create_many`) and one write to RabbitMQ (`publish`) for all of them. So the groups grow with
+the load and with the round trip's length, and an idle ingress adds no wait. Each caller still
+gets its own answer: its task's own confirm or refusal.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Calls grouped by load: a lone call goes out at once, as a group of one; calls that arrive while a
-group is in flight wait for it and then go out together, as one call of the function underneath.
+"""Calls grouped by load: a lone call goes out on the event loop's next turn, as a group of one,
+waiting for no other; calls that arrive while a group is in flight wait for it and then go out
+together, as one call of the function underneath.
 
 So the groups grow with the load and with the function's round trip, and an idle service adds no
 wait. The ingress stores and publishes single Submits this way (group commit), and the stream
