@@ -91,30 +91,57 @@ class LoneWidths:
     The rule's times come from the warm-up once (the fitted wide time, and the ratio the small
     passes timed in pairs gave), and on a shared machine the probe can land on the wrong side:
     a fresh batcher whose probe saw no gain ran every lone pass of its life on one lane's share
-    (docs/benchmarks/width-explore-ab.md). So each lone pass's time over what the rule expected
-    of it goes into its width's window, and once both windows hold `min_samples` each width's
-    expected time is scaled by its window's median. Only the width chosen would ever be timed
-    again, and a spell of slow passes on it would then decide for good
-    (docs/benchmarks/width-learning-ab.md): after `explore_every` lone passes in a row on one
-    width, the next lone pass runs on the other."""
+    (docs/benchmarks/width-explore-ab.md). So each lone pass's time over what the warm-up
+    expected of it on its width (its *scale*) says how the machine runs now: the last `recent`
+    lone passes scale both widths' times. The rule's width gets nearly every pass, so after
+    `explore_every` lone passes in a row on one width the next runs on the other
+    (`explore_early` until `min_samples` comparisons), and a lone pass on one width just after
+    passes on the other compares the two at one moment: its scale over theirs (median) is one
+    sample of how much more a narrow pass takes than the warm-up's ratio said, and the median
+    of the last `window` samples carries a scale from one width to the other. Kept apart, one
+    window of scales per width, each width's samples came from different moments, the other
+    width's from tries 32 passes apart: five slow wide passes in a row then held the next 132
+    lone passes on one core (tests/unit/test_lanes.py), and light cells of the batching
+    benchmark ran up to four in five lone passes on one core, each 1.15-1.33 x slower than on
+    both (docs/benchmarks/width-compare-ab/)."""
 
-    def __init__(self, window: int = 8, min_samples: int = 3, explore_every: int = 32) -> None:
-        self._scales: dict[bool, deque[float]] = {False: deque(maxlen=window), True: deque(maxlen=window)}
+    def __init__(
+        self,
+        window: int = 8,
+        min_samples: int = 3,
+        explore_every: int = 32,
+        explore_early: int = 4,
+        recent: int = 3,
+    ) -> None:
+        self._recent: deque[tuple[bool, float]] = deque(maxlen=recent)  # (wide, scale), newest last
+        self._narrow_over_wide: deque[float] = deque(maxlen=window)  # scales compared at one moment
         self._min_samples = min_samples
         self._explore_every = explore_every
+        self._explore_early = explore_early
         self._last: bool | None = None  # the width of the last lone pass
         self._streak = 0  # lone passes in a row on it
 
-    def scale(self, wide: bool) -> float:
-        """How much longer than the warm-up said this width's lone passes take (1.0 until
-        both widths have been timed in traffic `min_samples` times)."""
-        if min(len(window) for window in self._scales.values()) < self._min_samples:
+    def narrow_over_wide(self) -> float:
+        """A narrow lone pass's scale over a wide one's at the same moment: 1.0 (the warm-up's
+        ratio holds) until `min_samples` comparisons."""
+        if len(self._narrow_over_wide) < self._min_samples:
             return 1.0
-        return statistics.median(self._scales[wide])
+        return statistics.median(self._narrow_over_wide)
+
+    def scale(self, wide: bool) -> float:
+        """How much longer than the warm-up said a lone pass on this width takes now: the
+        median of the last lone passes' scales, each carried to this width (1.0 before any)."""
+        if not self._recent:
+            return 1.0
+        ratio = self.narrow_over_wide()
+        carried = (s if w == wide else s / ratio if wide else s * ratio for w, s in self._recent)
+        return statistics.median(carried)
 
     def choose(self, wide: bool) -> bool:
         """The width for a lone pass the rule would run `wide`."""
-        if self._last is not None and self._streak >= self._explore_every:
+        compared = len(self._narrow_over_wide) >= self._min_samples
+        every = self._explore_every if compared else self._explore_early
+        if self._last is not None and self._streak >= every:
             wide = not self._last
         self._streak = self._streak + 1 if wide == self._last else 1
         self._last = wide
@@ -122,7 +149,16 @@ class LoneWidths:
 
     def add(self, wide: bool, seconds: float, expected_s: float) -> None:
         """A lone pass took `seconds` where the warm-up's times said `expected_s`."""
-        self._scales[wide].append(seconds / max(expected_s, 1e-6))
+        scale = seconds / max(expected_s, 1e-6)
+        other: list[float] = []  # the run of passes on the other width just before this one
+        for w, s in reversed(self._recent):
+            if w == wide:
+                break
+            other.append(s)
+        if other:
+            before = statistics.median(other)
+            self._narrow_over_wide.append(before / scale if wide else scale / before)
+        self._recent.append((wide, scale))
 
 
 def lane_count(asked: int, threads: int) -> int:

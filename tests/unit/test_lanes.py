@@ -5,6 +5,7 @@ the in-memory queue and store with a model whose pass is faster on more threads.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Sequence
@@ -55,25 +56,58 @@ def test_width_ratios_come_from_the_probed_shape_nearest_the_pass() -> None:
 
 
 def test_after_a_streak_on_one_width_the_next_lone_pass_runs_on_the_other() -> None:
-    widths = LoneWidths(explore_every=3)
+    widths = LoneWidths(explore_every=3, explore_early=3)
     assert [widths.choose(False) for _ in range(8)] == [False, False, False, True, False, False, False, True]
     widths = LoneWidths(explore_every=3)
     assert [widths.choose(w) for w in (True, False, True, False)] == [True, False, True, False]  # no streak
 
 
-def test_lone_passes_rescale_the_warm_ups_times_only_once_both_widths_are_timed() -> None:
+def test_the_other_width_is_tried_sooner_until_the_two_have_been_compared() -> None:
+    widths = LoneWidths(min_samples=2, explore_every=6, explore_early=2)
+    chosen = []
+    for _ in range(12):
+        wide = widths.choose(True)
+        chosen.append(wide)
+        widths.add(wide, 0.030 if wide else 0.040, 0.025)
+    # every third pass narrow until two comparisons (each narrow pass against the wide ones
+    # before it, and the wide pass after it against it), then after six wide in a row
+    assert chosen == [True, True, False, True, True, True, True, True, True, False, True, True]
+
+
+def test_lone_passes_scale_both_widths_by_the_latest_passes() -> None:
     widths = LoneWidths(min_samples=2)
     for seconds in (0.030, 0.033, 0.036):  # on a lane: 1.2-1.44 x what the warm-up said
         widths.add(False, seconds, 0.025)
-    widths.add(True, 0.020, 0.025)
-    assert widths.scale(False) == widths.scale(True) == 1.0  # one wide pass is not enough
-    widths.add(True, 0.021, 0.025)
-    assert widths.scale(False) == pytest.approx(1.32) and widths.scale(True) == pytest.approx(0.82)
-    window = LoneWidths(window=2, min_samples=1)
-    for seconds in (0.100, 0.020, 0.020):  # the oldest leaves the window
-        window.add(True, seconds, 0.020)
-    window.add(False, 0.020, 0.020)
-    assert window.scale(True) == 1.0
+    # uncompared, both widths take the machine's scale now: the warm-up's ratio decides
+    assert widths.scale(False) == widths.scale(True) == pytest.approx(1.32)
+    widths.add(True, 0.020, 0.025)  # wide at 0.8 just after narrow at 1.32: one comparison
+    assert widths.narrow_over_wide() == 1.0
+    widths.add(True, 0.021, 0.025)  # no new comparison: the pass before it was wide too
+    widths.add(False, 0.033, 0.025)  # narrow at 1.32 after wide at 0.8 and 0.84 (median 0.82)
+    assert widths.narrow_over_wide() == pytest.approx((1.32 / 0.8 + 1.32 / 0.82) / 2)
+    # the last three passes, each carried to the width asked for
+    ratio = widths.narrow_over_wide()
+    assert widths.scale(True) == pytest.approx(1.32 / ratio)  # the median of 0.8, 0.84 and 1.32 / 1.63
+    assert widths.scale(False) == pytest.approx(1.32)  # of 0.8 x 1.63, 0.84 x 1.63 and 1.32
+
+
+def test_a_slow_moment_on_the_width_in_use_does_not_send_lone_jobs_to_the_other() -> None:
+    """Lone jobs spaced wider than their pass (the rule's hold-up 0), a narrow pass 1.4 x a wide
+    one throughout, as the warm-up said; five wide passes in a row run 1.6 x slower. Kept apart
+    (a window of scales per width, the narrow one filled by a try every 32 passes), that moment
+    ran the next 132 lone passes narrow; compared at one moment, only the tries run narrow."""
+    widths = LoneWidths()
+    chosen = []
+    for i in range(300):
+        narrow_s, wide_s = 0.028 * widths.scale(False), 0.020 * widths.scale(True)
+        wide = widths.choose(runs_wide(1, narrow_s, wide_s, arrival_rate=10, held_up_s=0.0))
+        chosen.append(wide)
+        slow = 1.6 if 140 <= i < 145 else 1.0
+        widths.add(wide, slow * (0.020 if wide else 0.028), 0.020 if wide else 0.028)
+    tries = [i for i, wide in enumerate(chosen) if not wide]
+    assert all(b - a >= 5 for a, b in itertools.pairwise(tries))  # never two in a row
+    assert len(tries) <= 2 + 300 // 32  # two early tries, then one per 32
+    assert widths.narrow_over_wide() == pytest.approx(1.0)
 
 
 async def test_paired_timing_takes_the_widths_in_turns_after_a_warming_round() -> None:
