@@ -94,13 +94,19 @@ def wait_for_listeners(port: int, count: int, timeout_s: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A port nothing listens on now. Chosen below Linux's ephemeral range (32768 upward), not
-    by binding port 0: an ephemeral port can be taken by some outgoing connection between this
-    check and the server's own bind, and then the server fails to start."""
+    """A port nothing listens on now and not handed out before by this process. Chosen below
+    Linux's ephemeral range (32768 upward), not by binding port 0: an ephemeral port can be
+    taken by some outgoing connection between this check and the server's own bind, and then
+    the server fails to start. A stack picks all its ports before its servers bind them, so
+    without the record two of them could get the same one."""
     for _ in range(200):
         port = random.randint(10_000, 32_000)
-        if all(bindable(port, host) for host in ("127.0.0.1", "0.0.0.0")):
+        if port not in _HANDED_OUT and all(bindable(port, host) for host in ("127.0.0.1", "0.0.0.0")):
+            _HANDED_OUT.add(port)
             return port
     raise RuntimeError("no free port between 10000 and 32000")
 
