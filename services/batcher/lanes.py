@@ -103,7 +103,9 @@ class LoneWidths:
     width's from tries 32 passes apart: five slow wide passes in a row then held the next 132
     lone passes on one core (tests/unit/test_lanes.py), and light cells of the batching
     benchmark ran up to four in five lone passes on one core, each 1.15-1.33 x slower than on
-    both (docs/benchmarks/width-compare-ab/)."""
+    both (docs/benchmarks/width-compare-ab/). What is left leans to the width in use: a try is
+    the first pass after a switch of width, which runs slower than the passes after it, either
+    way; tries of two with the second compared did no better there."""
 
     def __init__(
         self,

@@ -9,36 +9,27 @@ batcher logs each lone decision to WIDTH_LOG (decisions.py sums it up).
 
 from __future__ import annotations
 
-import asyncio
-import os
 import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "width-learning-ab"))
+
+from ab import cell  # width-learning-ab/ab.py
 
 from batchline import codec
-from bench import batching, stack, workload
+from bench import workload
 
 
 def main() -> None:
     checkout, config, rate, rounds = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
-    os.environ["PYTHONPATH"] = os.pathsep.join(f"{checkout}/{d}" for d in ("src", "services", "."))
     model = workload.build_model()
     for round_ in range(rounds):
-        env, batchers = batching.stack_env(config, model, "fp32")
-        with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
-            warm = batching.sentences(32, seed=1)
-            asyncio.run(
-                batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
-            )
-            before = batching.pass_widths(targets.metrics["batcher"])
-            baseline = asyncio.run(batching.finished_count(targets.ingress))
-            texts = batching.sentences(200, seed=100 + round_)
-            ids, _, _ = asyncio.run(batching.open_loop(targets.ingress, texts, rate))
-            done = asyncio.run(batching.collect(targets.ingress, ids, baseline))
-            after = batching.pass_widths(targets.metrics["batcher"])
+        done, passes = cell(checkout, model, rate, 200, seed=100 + round_, config=config)
         e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
         print(
             f"round {round_ + 1} {config}: e2e p50 {statistics.median(e2e):.1f}; "
-            f"wide {after['wide'] - before['wide']:.0f} lane {after['lane'] - before['lane']:.0f}",
+            f"wide {passes['wide']:.0f} lane {passes['lane']:.0f}",
             flush=True,
         )
 

@@ -30,13 +30,14 @@ from bench import batching, stack, workload
 
 
 def cell(
-    checkout: str, model: Path, rate: float, jobs: int, seed: int
+    checkout: str, model: Path, rate: float, jobs: int, seed: int, config: str = "default"
 ) -> tuple[list[job_pb2.Job], dict[str, float]]:
-    """A fresh local stack from `checkout` (the default policy, fp32), warmed by a backlog of
-    32, then offered `jobs` sentences evenly spaced at `rate`: the jobs that ended DONE, and
-    how many passes ran meanwhile on every thread (`wide`) and on one lane's (`lane`)."""
+    """A fresh local stack from `checkout` (`config`, by default the default policy; fp32),
+    warmed by a backlog of 32, then offered `jobs` sentences evenly spaced at `rate`: the jobs
+    that ended DONE, and how many passes ran meanwhile on every thread (`wide`) and on one
+    lane's (`lane`)."""
     os.environ["PYTHONPATH"] = os.pathsep.join(f"{checkout}/{d}" for d in ("src", "services", "."))
-    env, batchers = batching.stack_env("default", model, "fp32")
+    env, batchers = batching.stack_env(config, model, "fp32")
     with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
         warm = batching.sentences(32, seed=1)
         asyncio.run(
