@@ -100,12 +100,13 @@ class LoneWidths:
     sample of how much more a narrow pass takes than the warm-up's ratio said, and the median
     of the last `window` samples carries a scale from one width to the other. Kept apart, one
     window of scales per width, each width's samples came from different moments, the other
-    width's from tries 32 passes apart: five slow wide passes in a row then held the next 132
-    lone passes on one core (tests/unit/test_lanes.py), and light cells of the batching
-    benchmark ran up to four in five lone passes on one core, each 1.15-1.33 x slower than on
-    both (docs/benchmarks/width-compare-ab/). What is left leans to the width in use: a try is
-    the first pass after a switch of width, which runs slower than the passes after it, either
-    way; tries of two with the second compared did no better there."""
+    width's from tries 32 passes apart: five slow wide passes in a row then sent 128 of the
+    next 155 lone passes to one core (docs/benchmarks/width-compare-ab/slow_moment.py), and
+    light cells of the batching benchmark ran up to four in five lone passes on one core, each
+    1.1-1.35 x slower than on both (docs/benchmarks/width-compare-ab/). What is left leans to
+    the width in use: a try is the first pass after a switch of width, which runs slower than
+    the passes after it, either way; tries of two with the second compared did no better
+    there."""
 
     def __init__(
         self,

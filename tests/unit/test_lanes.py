@@ -69,8 +69,8 @@ def test_the_other_width_is_tried_sooner_until_the_two_have_been_compared() -> N
         wide = widths.choose(True)
         chosen.append(wide)
         widths.add(wide, 0.030 if wide else 0.040, 0.025)
-    # every third pass narrow until two comparisons (each narrow pass against the wide ones
-    # before it, and the wide pass after it against it), then after six wide in a row
+    # a try after two wide passes gives the two comparisons (the narrow pass against the wide
+    # ones before it, the next wide pass against it); then a try after six wide in a row
     assert chosen == [True, True, False, True, True, True, True, True, True, False, True, True]
 
 
@@ -95,7 +95,8 @@ def test_a_slow_moment_on_the_width_in_use_does_not_send_lone_jobs_to_the_other(
     """Lone jobs spaced wider than their pass (the rule's hold-up 0), a narrow pass 1.4 x a wide
     one throughout, as the warm-up said; five wide passes in a row run 1.6 x slower. Kept apart
     (a window of scales per width, the narrow one filled by a try every 32 passes), that moment
-    ran the next 132 lone passes narrow; compared at one moment, only the tries run narrow."""
+    sent 128 of the next 155 lone passes narrow (docs/benchmarks/width-compare-ab/slow_moment.py
+    replays it on any version); compared at one moment, only the tries run narrow."""
     widths = LoneWidths()
     chosen = []
     for i in range(300):
