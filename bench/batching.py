@@ -192,8 +192,11 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-async def open_loop(target: str, texts: list[str], rate: float) -> tuple[list[str], float, float]:
-    """Submit texts[i] at start + i / rate; the job ids, the wall time and the p99 send lag."""
+async def open_loop(
+    target: str, texts: list[str], rate: float, round_trips: list[float] | None = None
+) -> tuple[list[str], float, float]:
+    """Submit texts[i] at start + i / rate; the job ids, the wall time and the p99 send lag.
+    Each Submit's round trip (ms, as the client saw it) goes to `round_trips` if given."""
     async with grpc.aio.insecure_channel(target) as channel:
         inference = inference_pb2_grpc.InferenceServiceStub(channel)
         start = time.perf_counter() + 0.05
@@ -203,7 +206,10 @@ async def open_loop(target: str, texts: list[str], rate: float) -> tuple[list[st
             scheduled = start + i / rate
             await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
             lags.append((time.perf_counter() - scheduled) * 1000)
+            sent = time.perf_counter()
             answer = await inference.Submit(inference_pb2.SubmitRequest(text=texts[i]), timeout=30)
+            if round_trips is not None:
+                round_trips.append((time.perf_counter() - sent) * 1000)
             return answer.job_id
 
         ids = await asyncio.gather(*(one(i) for i in range(len(texts))))
