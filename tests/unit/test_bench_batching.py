@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from batchline.v1 import inference_pb2, inference_pb2_grpc
 from bench import batching, workload
 
 
@@ -348,3 +351,31 @@ def test_a_cpu_without_native_bf16_gets_no_bf16_column_measured_as_fp32(
     assert "neither AVX512-BF16 nor AMX" in reported["bf16_skipped"]
 
     assert batching.shown(math.nan) == "-" and batching.shown(0.951, ".2f") == "0.95"
+
+
+class _SlowSubmit(inference_pb2_grpc.InferenceServiceServicer):
+    """Answers each Submit after 30 ms, with the text as its job id."""
+
+    async def Submit(
+        self, request: inference_pb2.SubmitRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> inference_pb2.SubmitResponse:
+        await asyncio.sleep(0.03)
+        return inference_pb2.SubmitResponse(job_id=request.text)
+
+
+async def test_the_open_loop_hands_back_each_submits_round_trip_as_the_client_saw_it() -> None:
+    server = grpc.aio.server()
+    inference_pb2_grpc.add_InferenceServiceServicer_to_server(_SlowSubmit(), server)  # type: ignore[abstract]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        texts = [f"review {i}" for i in range(10)]
+        round_trips: list[float] = []
+        ids, wall, _ = await batching.open_loop(f"127.0.0.1:{port}", texts, 100.0, round_trips)
+        assert ids == texts, "the job ids come back in the order sent"
+        assert len(round_trips) == 10
+        assert all(30 <= ms < 1000 for ms in round_trips), round_trips
+        assert wall >= 0.09 + 0.03, "ten sends 10 ms apart, the last answered 30 ms after it left"
+        assert (await batching.open_loop(f"127.0.0.1:{port}", texts[:2], 100.0))[0] == texts[:2]
+    finally:
+        await server.stop(0)
