@@ -13,7 +13,8 @@ saw, which would show a starved ingress that the trace (which starts at `accepte
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/contention/pipeline_nice.py \\
         [RATE 9] [JOBS 200] [ROUNDS 4]
 
-Renicing RabbitMQ's and Redis's threads back to 0 after each cell needs root (or CAP_SYS_NICE).
+It runs only as root: putting a thread back to nice 0 from 19 needs the privilege, and without
+it the machine's RabbitMQ and Redis would be left at nice 19.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def cell(variant: str, model: Path, rate: float, jobs: int, seed: int) -> dict[s
 
 
 def main() -> None:
+    if os.geteuid() != 0:
+        sys.exit("pipeline_nice.py runs as root only: it puts RabbitMQ's and Redis's threads back to nice 0")
     rate = float(sys.argv[1]) if len(sys.argv) > 1 else 9.0
     jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 4
