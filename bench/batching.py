@@ -142,6 +142,16 @@ def _bare_one_thread(path: Path, precision: str, seconds: float) -> float:
 # --- 2. open-loop runs through the services ---------------------------------------------------------
 
 
+def e2e_ms(job: job_pb2.Job) -> float:
+    """A job's end to end: accepted -> result stored, from its trace."""
+    return (codec.seconds(job.trace.finished_at) - codec.seconds(job.trace.accepted_at)) * 1000
+
+
+def warm(ingress: str) -> None:
+    """The first calls through a fresh stack: a backlog of 32 sentences, submitted and read back."""
+    asyncio.run(collect(ingress, asyncio.run(backlog(ingress, sentences(32, seed=1))), 0))
+
+
 @dataclass
 class Run:
     config: str
@@ -153,7 +163,7 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         done = [j for j in self.jobs if j.status == codec.DONE]
-        e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
+        e2e = [e2e_ms(j) for j in done]
         per_job = [j.trace.inference_ms / max(1, j.trace.batch_size) for j in done]
         # Everything but the forward pass: queue wait, broker and store hops, batching wait.
         outside = [e - j.trace.inference_ms for e, j in zip(e2e, done, strict=True)]
@@ -310,8 +320,7 @@ def measure_config(
     env, batchers = stack_env(name, model, precision)
     results = []
     with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
-        warm = sentences(32, seed=1)  # first calls through the fresh services
-        asyncio.run(collect(targets.ingress, asyncio.run(backlog(targets.ingress, warm)), 0))
+        warm(targets.ingress)
         for load in loads:
             rate = load * capacity
             # At least 200 jobs, so a p99 is not just the slowest of a few dozen.

@@ -101,9 +101,10 @@ class LoneWidths:
     of the last `window` samples carries a scale from one width to the other. Kept apart, one
     window of scales per width, each width's samples came from different moments, the other
     width's from tries 32 passes apart: five slow wide passes in a row then sent 128 of the
-    next 155 lone passes to one core (docs/benchmarks/width-compare-ab/slow_moment.py), and
-    light cells of the batching benchmark ran up to four in five lone passes on one core, each
-    1.1-1.35 x slower than on both (docs/benchmarks/width-compare-ab/). What is left leans to
+    next 155 lone passes to one core (docs/benchmarks/width-compare-ab/slow_moment.py); in the
+    last batching benchmark before this rule (14:35 on 2026-12-06) a light cell ran 99 of its
+    200 lone passes on one core, and in the A/B a cell 194 of 236, each 1.1-1.35 x slower than
+    on both (docs/benchmarks/width-compare-ab/). What is left leans to
     the width in use: a try is the first pass after a switch of width, which runs slower than
     the passes after it, either way; tries of two with the second compared did no better
     there."""

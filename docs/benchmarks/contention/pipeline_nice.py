@@ -47,10 +47,7 @@ def renice(pids: list[int], value: int) -> None:
 def cell(variant: str, model: Path, rate: float, jobs: int, seed: int) -> dict[str, float]:
     env, batchers = batching.stack_env("default", model, "fp32")
     with stack.start("local", env, batchers=batchers, envoy=False) as targets:
-        warm = workload.sentences(32, seed=1)
-        asyncio.run(
-            batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
-        )
+        batching.warm(targets.ingress)
         processes = {**targets.pids, "client": [os.getpid()]}
         others = [pid for name, pids in processes.items() if name != "batcher" for pid in pids]
         baseline = asyncio.run(batching.finished_count(targets.ingress))
@@ -70,7 +67,7 @@ def cell(variant: str, model: Path, rate: float, jobs: int, seed: int) -> dict[s
         done = [
             j for j in asyncio.run(batching.collect(targets.ingress, ids, baseline)) if j.status == codec.DONE
         ]
-    e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
+    e2e = [batching.e2e_ms(j) for j in done]
     return {
         "e2e_p50": statistics.median(e2e),
         "pass_p50": statistics.median(j.trace.inference_ms for j in done),

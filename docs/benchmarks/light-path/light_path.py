@@ -14,7 +14,7 @@ import statistics
 import sys
 
 from batchline import codec
-from bench import batching, workload
+from bench import batching, stack, workload
 
 
 def main() -> None:
@@ -23,14 +23,11 @@ def main() -> None:
     path = workload.build_model()
     bare, encoded = workload.warm_model(path, "fp32", 2)
     env, batchers = batching.stack_env("default", path, "fp32")
-    with batching.stack.start("local", env, batchers=batchers, envoy=False) as targets:
-        warm = batching.sentences(32, seed=1)
-        asyncio.run(
-            batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
-        )
+    with stack.start("local", env, batchers=batchers, envoy=False) as targets:
+        batching.warm(targets.ingress)
         for round_ in range(rounds):
             _, single = batching.single_passes(bare, encoded, 1 / rate)
-            texts = batching.sentences(200, seed=7 + round_)
+            texts = workload.sentences(200, seed=7 + round_)
             baseline = asyncio.run(batching.finished_count(targets.ingress))
             ids, _, _ = asyncio.run(batching.open_loop(targets.ingress, texts, rate))
             jobs = asyncio.run(batching.collect(targets.ingress, ids, baseline))

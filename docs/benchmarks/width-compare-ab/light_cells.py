@@ -17,8 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "width-learning-ab"
 
 from ab import cell  # width-learning-ab/ab.py
 
-from batchline import codec
-from bench import workload
+from bench import batching, workload
 
 
 def main() -> None:
@@ -26,7 +25,7 @@ def main() -> None:
     model = workload.build_model()
     for round_ in range(rounds):
         done, passes = cell(checkout, model, rate, 200, seed=100 + round_, config=config)
-        e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
+        e2e = [batching.e2e_ms(j) for j in done]
         print(
             f"round {round_ + 1} {config}: e2e p50 {statistics.median(e2e):.1f}; "
             f"wide {passes['wide']:.0f} lane {passes['lane']:.0f}",

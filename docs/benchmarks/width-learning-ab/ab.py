@@ -39,14 +39,11 @@ def cell(
     os.environ["PYTHONPATH"] = os.pathsep.join(f"{checkout}/{d}" for d in ("src", "services", "."))
     env, batchers = batching.stack_env(config, model, "fp32")
     with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
-        warm = batching.sentences(32, seed=1)
-        asyncio.run(
-            batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
-        )
+        batching.warm(targets.ingress)
         before = batching.pass_widths(targets.metrics["batcher"])
         baseline = asyncio.run(batching.finished_count(targets.ingress))
         ids, _, _ = asyncio.run(
-            batching.open_loop(targets.ingress, batching.sentences(jobs, seed=seed), rate)
+            batching.open_loop(targets.ingress, workload.sentences(jobs, seed=seed), rate)
         )
         done = [
             j for j in asyncio.run(batching.collect(targets.ingress, ids, baseline)) if j.status == codec.DONE
@@ -57,7 +54,7 @@ def cell(
 
 def one(checkout: str, model: Path, rate: float, jobs: int, seed: int) -> dict[str, float]:
     done, passes = cell(checkout, model, rate, jobs, seed)
-    e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
+    e2e = [batching.e2e_ms(j) for j in done]
     return {
         "e2e_p50_ms": statistics.median(e2e),
         "pass_p50_ms": statistics.median(j.trace.inference_ms for j in done),

@@ -24,13 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "width-learning-ab"
 
 from ab import cell  # width-learning-ab/ab.py
 
-from batchline import codec
 from bench import batching, workload
 
 
 def one(checkout: str, model: Path, rate: float, jobs: int, seed: int) -> dict[str, Any]:
     done, passes = cell(checkout, model, rate, jobs, seed)
-    e2e = [(codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
+    e2e = [batching.e2e_ms(j) for j in done]
     return {
         "done": len(done),
         "e2e_ms": {p: batching.pct(e2e, p) for p in (50, 90, 99)},
