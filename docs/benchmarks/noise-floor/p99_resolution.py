@@ -37,20 +37,13 @@ def measure(rate: float, cells: int) -> list[list[float]]:
     env, batchers = batching.stack_env("default", model, "fp32")
     latencies = []
     with stack.start("local", env, batchers=batchers, envoy=False) as targets:
-        warm = workload.sentences(32, seed=1)
-        asyncio.run(
-            batching.collect(targets.ingress, asyncio.run(batching.backlog(targets.ingress, warm)), 0)
-        )
+        batching.warm(targets.ingress)
         for n in range(cells):
             baseline = asyncio.run(batching.finished_count(targets.ingress))
             texts = workload.sentences(int(rate * 15), seed=n)
             ids, _, _ = asyncio.run(batching.open_loop(targets.ingress, texts, rate))
             jobs = asyncio.run(batching.collect(targets.ingress, ids, baseline))
-            e2e = [
-                round((codec.seconds(j.trace.finished_at) - codec.seconds(j.trace.accepted_at)) * 1000, 2)
-                for j in jobs
-                if j.status == codec.DONE
-            ]
+            e2e = [round(batching.e2e_ms(j), 2) for j in jobs if j.status == codec.DONE]
             latencies.append(e2e)
             print(
                 f"cell {n + 1}: {len(e2e)} jobs, p50 {batching.pct(e2e, 50):.1f} ms, "
@@ -65,12 +58,16 @@ def apart(a: float, b: float) -> float:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1].endswith(".json"):  # the analysis again, on a kept run
-        latencies = json.loads(Path(sys.argv[1]).read_text())["e2e_ms"]
+    kept = len(sys.argv) > 1 and sys.argv[1].endswith(".json")  # the analysis again, on a kept run
+    if kept:
+        latencies: list[list[float]] = json.loads(Path(sys.argv[1]).read_text())["e2e_ms"]
         cells = len(latencies)
     else:
         rate = float(sys.argv[1]) if len(sys.argv) > 1 else 27.0
         cells = int(sys.argv[2]) if len(sys.argv) > 2 else 12
+    if cells < 10:  # checked before a run, not after it
+        sys.exit("p99_resolution.py needs at least 10 cells: two disjoint sets of five")
+    if not kept:
         out = HERE / (sys.argv[3] if len(sys.argv) > 3 else "p99-resolution.json")
         print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine.describe()}")
         print(f"# the default, fp32, {cells} cells of 15 s at {rate}/s on one stack")
@@ -104,7 +101,7 @@ def main() -> None:
     triples = list(itertools.combinations(range(cells), 3))
     draws = [
         (a, b, c)
-        # every third of the 220 triples of 12 cells: about 14,000 disjoint draws, not a million
+        # about 60 of the triples (every third of 12 cells' 220): thousands of draws, not millions
         for a, b, c in itertools.permutations(triples[:: max(1, len(triples) // 60)], 3)
         if not (set(a) & set(b) or set(a) & set(c) or set(b) & set(c))
     ]
