@@ -38,10 +38,8 @@ async def redis_ping() -> None:
     await client.aclose()
 
 
-async def rabbit_delivery() -> None:
-    settings = BrokerSettings(
-        amqp_url="amqp://guest:guest@127.0.0.1:5672/", queue=f"wake-{uuid.uuid4().hex[:8]}"
-    )
+async def rabbit_delivery(amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/") -> None:
+    settings = BrokerSettings(amqp_url=amqp_url, queue=f"wake-{uuid.uuid4().hex[:8]}")
     broker = await RabbitBroker.connect(settings, "idle-wake")
     delivered: dict[str, float] = {}
     got = asyncio.Event()
