@@ -1,38 +1,37 @@
 """The hops of `idle_wake.py` with the guest's halt polling off (as these VMs boot, with
 `haltpoll.guest_halt_poll_ns=0`) and on (the kernel's own default, 200 µs), in turns.
 
-With polling on, a vCPU that goes idle spins up to that long before it halts, so a reply that
-comes back within it wakes nobody; off, every idle vCPU halts at once and each hop that lands on
-it pays the hypervisor's wake-up. Needs root (it writes
-`/sys/module/haltpoll/parameters/guest_halt_poll_ns`) and puts the value it found back.
+With polling on, a vCPU that goes idle spins up to that long before it halts, so a wake-up that
+comes within it finds the vCPU running; off, every idle vCPU halts at once. Needs root (it
+writes `/sys/module/haltpoll/parameters/guest_halt_poll_ns`) and puts the value it found back.
 
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/idle-wake/haltpoll_ab.py [ROUNDS]
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-import re
 import statistics
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+from idle_wake import disk_sync, rabbit_delivery, redis_ping
+
 KNOB = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
 VALUES_NS = (0, 200_000)
-PROBE = Path(__file__).with_name("idle_wake.py")
-# "Redis PING after   100 ms quiet: p50 0.573 ms" -> ("Redis PING after 100 ms quiet", 0.573);
-# the RabbitMQ line keeps its last figure, the time until the consumer has the task.
-LINE = re.compile(r"^(?P<what>.+? after\s+\d+ ms quiet):.*?(?P<ms>[\d.]+) ms$")
 
 
 def probe() -> dict[str, float]:
-    out = subprocess.run([sys.executable, str(PROBE)], check=True, capture_output=True, text=True).stdout
+    """Every hop's p50 (ms), the RabbitMQ one until the consumer has the task."""
     readings = {}
-    for line in out.splitlines():
-        if match := LINE.match(line):
-            readings[" ".join(match["what"].split())] = float(match["ms"])
+    for gap, ms in asyncio.run(redis_ping()).items():
+        readings[f"Redis PING after {gap * 1000:.0f} ms quiet"] = ms
+    for gap, (_, consumer) in asyncio.run(rabbit_delivery()).items():
+        readings[f"RabbitMQ publish after {gap * 1000:.0f} ms quiet"] = consumer
+    for gap, ms in disk_sync().items():
+        readings[f"fdatasync after {gap * 1000:.0f} ms quiet"] = ms
     return readings
 
 

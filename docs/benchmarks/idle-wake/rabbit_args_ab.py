@@ -16,8 +16,6 @@ Each node is started beside the machine's own (which is not touched) by
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import statistics
 import sys
 from collections import defaultdict
@@ -27,24 +25,14 @@ from idle_wake import rabbit_delivery
 NODES = {"default": 5674, "+S 1:1": 5675, "+sbwt short": 5676}
 
 
-async def probe(port: int) -> dict[str, float]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        await rabbit_delivery(f"amqp://guest:guest@127.0.0.1:{port}/")
-    readings = {}
-    for line in out.getvalue().splitlines():
-        gap = line.split(" after ")[1].split(" ms")[0].strip()
-        readings[f"{gap} ms quiet"] = float(line.rsplit("p50 ", 1)[1].removesuffix(" ms"))
-    return readings
-
-
 def main(rounds: int) -> None:
     seen: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in NODES}
     for turn in range(rounds):
         order = list(NODES) if turn % 2 == 0 else list(reversed(NODES))
         for name in order:
-            for gap, ms in asyncio.run(probe(NODES[name])).items():
-                seen[name][gap].append(ms)
+            url = f"amqp://guest:guest@127.0.0.1:{NODES[name]}/"
+            for gap, (_, consumer) in asyncio.run(rabbit_delivery(url)).items():
+                seen[name][f"{gap * 1000:.0f} ms quiet"].append(consumer)
         print(f"round {turn + 1}/{rounds} done", flush=True)
     print(f"\npublish -> at the consumer, median over {rounds} rounds of each round's p50 (ms)")
     print(f"| after | {' | '.join(NODES)} |")
