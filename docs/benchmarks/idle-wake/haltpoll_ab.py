@@ -19,6 +19,8 @@ from pathlib import Path
 
 from idle_wake import disk_sync, rabbit_delivery, redis_ping
 
+from bench.batching import turns
+
 KNOB = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
 VALUES_NS = (0, 200_000)
 
@@ -42,7 +44,7 @@ def main(rounds: int) -> None:
     seen: dict[int, dict[str, list[float]]] = {value: defaultdict(list) for value in VALUES_NS}
     try:
         for turn in range(rounds):
-            for value in VALUES_NS if turn % 2 == 0 else reversed(VALUES_NS):
+            for value in turns(list(VALUES_NS), turn):
                 KNOB.write_text(str(value))
                 for what, ms in probe().items():
                     seen[value][what].append(ms)

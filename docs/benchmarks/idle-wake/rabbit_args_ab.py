@@ -22,14 +22,15 @@ from collections import defaultdict
 
 from idle_wake import rabbit_delivery
 
+from bench.batching import turns
+
 NODES = {"default": 5674, "+S 1:1": 5675, "+sbwt short": 5676}
 
 
 def main(rounds: int) -> None:
     seen: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in NODES}
     for turn in range(rounds):
-        order = list(NODES) if turn % 2 == 0 else list(reversed(NODES))
-        for name in order:
+        for name in turns(list(NODES), turn):
             url = f"amqp://guest:guest@127.0.0.1:{NODES[name]}/"
             for gap, (_, consumer) in asyncio.run(rabbit_delivery(url)).items():
                 seen[name][f"{gap * 1000:.0f} ms quiet"].append(consumer)
