@@ -7,8 +7,9 @@ All in one run, side by side:
 
 1. the bare model: forward passes per second at batch 16 (random batches, as a naive server
    forms them) and one single-item pass, back to back and spaced as light load spaces jobs,
-   in the process, before the services start; the spaced pass again just before each
-   light-load cell, with its stack idle (the machine's speed moves over a run this long);
+   in the process, before the services start; the spaced pass again just before and just
+   after each light-load cell, with its stack idle (the machine's speed moves over a run this
+   long, and from one few-second spell to the next);
 2. configs 1:0 (no batching), 16:50 and 16:0 (FIFO, fixed window / greedy) and the default
    (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity and at
    40 req/s, open loop, the configs taking turns within each repeat; the default also with one
@@ -108,6 +109,12 @@ def fifo_throughput(model: Any, encoded: list[Any], seconds: float) -> tuple[flo
 def single_passes(model: Any, encoded: list[Any], gap_s: float) -> tuple[float, float]:
     """The median single-item pass (ms) over sentences around the median length, back to back
     and each after `gap_s` idle, three rounds of each in turns."""
+    singles, spaced = timed_single_passes(model, encoded, gap_s)
+    return statistics.median(singles), statistics.median(spaced)
+
+
+def timed_single_passes(model: Any, encoded: list[Any], gap_s: float) -> tuple[list[float], list[float]]:
+    """`single_passes`' passes (ms), each of them: back to back, and each after `gap_s` idle."""
     middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]
     singles, spaced = [], []
     for _ in range(3):
@@ -116,7 +123,7 @@ def single_passes(model: Any, encoded: list[Any], gap_s: float) -> tuple[float, 
         for e in middle:
             time.sleep(gap_s)
             spaced.append(timed_pass(model.predict, e))
-    return statistics.median(singles), statistics.median(spaced)
+    return singles, spaced
 
 
 def timed_pass(predict: Any, encoded: Any) -> float:
@@ -310,13 +317,15 @@ def measure_config(
     loads: list[float],
     repeat: int,
     duration_s: float,
-    spaced_pass: Callable[[float], float] | None = None,
+    spaced_passes: Callable[[float], list[float]] | None = None,
 ) -> list[dict[str, Any]]:
     """One pass over `loads` on a fresh stack: repeat `repeat` of every cell of this config.
-    Every config sees the same arrivals at a given load and repeat. With `spaced_pass` (the bare
-    model's single-item pass in this process after an idle gap of the given seconds, in ms),
-    the lightest load's cell is preceded by that pass, timed with the stack idle and spaced as
-    the cell spaces its jobs: what the light-load overhead is read against."""
+    Every config sees the same arrivals at a given load and repeat. With `spaced_passes` (the
+    bare model's single-item passes in this process, each after an idle gap of the given
+    seconds, in ms), the lightest load's cell is preceded and followed by those passes, timed
+    with the stack idle and spaced as the cell spaces its jobs: what the light-load overhead is
+    read against. Timed on both sides: the machine's pass moves from one few-second spell to the
+    next (docs/benchmarks/light-path/results.txt, "reference"), and a 15 s cell spans several."""
     env, batchers = stack_env(name, model, precision)
     results = []
     with stack.start("local", env, batchers=batchers, envoy=False, metrics=True) as targets:
@@ -325,16 +334,20 @@ def measure_config(
             rate = load * capacity
             # At least 200 jobs, so a p99 is not just the slowest of a few dozen.
             texts = sentences(max(200, int(rate * duration_s)), seed=1000 * repeat + int(load * 100))
-            before = spaced_pass(1 / rate) if spaced_pass is not None and load == min(loads) else None
+            timed = spaced_passes if load == min(loads) else None  # the light cell's reference
+            before = timed(1 / rate) if timed is not None else []
             baseline = asyncio.run(finished_count(targets.ingress))
             widths = pass_widths(targets.metrics["batcher"])
             ids, wall, lag = asyncio.run(open_loop(targets.ingress, texts, rate))
             jobs = asyncio.run(collect(targets.ingress, ids, baseline))
             summary = Run(name, load, rate, jobs, wall, lag).summary()
-            after = pass_widths(targets.metrics["batcher"])
-            summary |= {f"{width}_passes": after[width] - widths[width] for width in after}
-            if before is not None:
-                summary["bare_spaced_pass_before_ms"] = before
+            counted = pass_widths(targets.metrics["batcher"])
+            summary |= {f"{width}_passes": counted[width] - widths[width] for width in counted}
+            if timed is not None:
+                after = timed(1 / rate)
+                summary["bare_spaced_pass_before_ms"] = statistics.median(before)
+                summary["bare_spaced_pass_after_ms"] = statistics.median(after)
+                summary["bare_spaced_pass_around_ms"] = statistics.median(before + after)
             results.append(summary)
             progress(
                 f"{name:>7} {precision} load {load:.0%} ({rate:.0f}/s) #{repeat + 1}: "
@@ -466,15 +479,33 @@ def median_of(runs: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in runs))
 
 
-def light_against_before(runs: list[dict[str, Any]], light: float) -> float:
-    """The default's end-to-end p50 at light load over the bare spaced pass timed just before
-    the same cell, the median over its cells; NaN for runs that did not time one."""
+def light_against_reference(runs: list[dict[str, Any]], light: float, key: str = "around") -> float:
+    """The default's end-to-end p50 at light load over the bare spaced pass timed with its cell:
+    the passes just before and just after it (`around`, pooled) or just before (`before`); the
+    median over its cells; NaN for runs that did not time them."""
+    field = f"bare_spaced_pass_{key}_ms"
     group = [
-        r["e2e_p50_ms"] - r["bare_spaced_pass_before_ms"]
+        r["e2e_p50_ms"] - r[field]
         for r in runs
-        if r["config"] == "default" and r["load"] == light and "bare_spaced_pass_before_ms" in r
+        if r["config"] == "default" and r["load"] == light and field in r
     ]
     return float(statistics.median(group)) if group else float("nan")
+
+
+def against_cells_pass(summary: dict[str, Any]) -> str:
+    """The report's words for the light-load overhead over the passes timed with each cell."""
+    around, before = (summary[f"light_load_overhead_vs_spaced_{key}_ms"] for key in ("around", "before"))
+    if not math.isnan(around):
+        return (
+            f"{around:+.1f} ms over the spaced pass timed again just before and just after each cell "
+            f"(median over the cells; {before:+.1f} against those before it alone); "
+        )
+    if not math.isnan(before):
+        return (
+            f"{before:+.1f} ms over the spaced pass timed again just before each cell "
+            "(median over the cells); "
+        )
+    return ""
 
 
 def light_widths(runs: list[dict[str, Any]], light: float) -> tuple[float, float]:
@@ -579,9 +610,11 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "light_load_overhead_vs_spaced_ms": table[("default", light)]["e2e_p50_ms"]
         - fp32.get("single_pass_spaced_ms", float("nan")),
         "light_load_outside_model_p50_ms": table[("default", light)]["outside_model_p50_ms"],
-        # Each light-load cell against the spaced pass timed just before it (the machine's
-        # speed moves over a run this long), the median over the default's cells.
-        "light_load_overhead_vs_spaced_before_ms": light_against_before(runs, light),
+        # Each light-load cell against the spaced passes timed just before and just after it
+        # (the machine's speed moves over a run this long, and between spells of a few
+        # seconds), the median over the default's cells; and against those before it alone.
+        "light_load_overhead_vs_spaced_around_ms": light_against_reference(runs, light, "around"),
+        "light_load_overhead_vs_spaced_before_ms": light_against_reference(runs, light, "before"),
         # Whether its lone passes ran on every thread (`MODEL_LANES`' width rule).
         "light_load_wide_passes": light_wide,
         "light_load_lane_passes": light_lane,
@@ -646,12 +679,7 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"{light:.0%} load). End-to-end p50 at {light:.0%} load: {summary['light_load_p50_ms']:.1f} ms: "
         f"{summary['light_load_overhead_ms']:+.1f} ms over the",
         f"back-to-back pass, {summary['light_load_overhead_vs_spaced_ms']:+.1f} ms over the spaced one; "
-        + (
-            f"{before:+.1f} ms over the spaced pass timed again just before each cell (median over the "
-            "cells); "
-            if not math.isnan(before := summary["light_load_overhead_vs_spaced_before_ms"])
-            else ""
-        )
+        + against_cells_pass(summary)
         + "time outside the forward pass, from each",
         f"job's trace: p50 {summary['light_load_outside_model_p50_ms']:.1f} ms."
         + (
@@ -846,14 +874,14 @@ def main(argv: list[str] | None = None) -> None:
     def reference() -> tuple[Any, list[Any]]:  # loaded for the first cell measured, if any
         return warm_model(model, "fp32", threads)
 
-    def spaced_pass(gap_s: float) -> float:  # the light-load cells' own reference
-        return single_passes(*reference(), gap_s)[1]
+    def spaced_passes(gap_s: float) -> list[float]:  # the light-load cells' own reference
+        return timed_single_passes(*reference(), gap_s)[1]
 
     for repeat in range(args.repeats):
         for config in turns(args.configs, repeat):
             if (step := f"cells {config} #{repeat + 1}") not in done.steps:
                 done.runs += measure_config(
-                    config, model, "fp32", capacity, loads, repeat, args.duration, spaced_pass
+                    config, model, "fp32", capacity, loads, repeat, args.duration, spaced_passes
                 )
                 done.steps.append(step)
                 done.save()

@@ -145,18 +145,28 @@ def test_the_loads_are_also_read_against_the_bare_rate_timed_later() -> None:
     assert batching.loads_against_later_bare(60.0, math.nan, [0.1]) == []  # not timed: nothing said
 
 
-def test_light_load_is_read_against_the_pass_timed_before_each_cell() -> None:
+def test_light_load_is_read_against_the_passes_timed_around_each_cell() -> None:
     cells = [
-        {**run("default", 0.1, 100), "e2e_p50_ms": p50, "bare_spaced_pass_before_ms": before}
-        for p50, before in [(40.0, 36.0), (39.0, 27.0), (38.0, 34.0)]
+        {
+            **run("default", 0.1, 100),
+            "e2e_p50_ms": p50,
+            "bare_spaced_pass_before_ms": before,
+            "bare_spaced_pass_around_ms": around,
+        }
+        for p50, before, around in [(40.0, 36.0, 35.0), (39.0, 27.0, 33.0), (38.0, 34.0, 36.0)]
     ]
     others = [
-        {**run("16:0", 0.1, 100), "bare_spaced_pass_before_ms": 1.0},  # another config
-        {**run("default", 0.3, 100), "bare_spaced_pass_before_ms": 1.0},  # not the light load
-        run("default", 0.1, 100),  # an older run's cell: no pass timed before it
+        {**run("16:0", 0.1, 100), "bare_spaced_pass_around_ms": 1.0},  # another config
+        {**run("default", 0.3, 100), "bare_spaced_pass_around_ms": 1.0},  # not the light load
+        run("default", 0.1, 100),  # an older run's cell: no pass timed with it
     ]
-    assert batching.light_against_before(cells + others, 0.1) == 4.0  # of +4, +12, +4
-    assert math.isnan(batching.light_against_before(others[2:], 0.1))
+    assert batching.light_against_reference(cells + others, 0.1) == 5.0  # of +5, +6, +2
+    assert batching.light_against_reference(cells + others, 0.1, "before") == 4.0  # of +4, +12, +4
+    assert math.isnan(batching.light_against_reference(others[2:], 0.1))
+    # An older run timed the pass before its cells only: read against that, not against nothing.
+    older = [{key: value for key, value in c.items() if key != "bare_spaced_pass_around_ms"} for c in cells]
+    assert math.isnan(batching.light_against_reference(older, 0.1))
+    assert batching.light_against_reference(older, 0.1, "before") == 4.0
 
 
 def test_the_light_loads_passes_are_counted_by_width() -> None:

@@ -125,6 +125,16 @@ def test_runs_before_the_pass_was_timed_per_cell_are_read_against_the_worse_of_t
     assert history.light_aside(before) == ""
 
 
+def test_runs_that_timed_the_pass_around_each_cell_are_read_against_both_sides() -> None:
+    both = {
+        "light_load_overhead_ms": 1.0,
+        "light_load_overhead_vs_spaced_around_ms": 4.2,
+        "light_load_overhead_vs_spaced_before_ms": 6.3,
+    }
+    assert history.light_overhead(both) == 4.2
+    assert history.light_aside(both) == " (before it alone +6.3)"  # as the runs before it read
+
+
 def test_reports_without_a_summary_are_named_not_dropped_silently(tmp_path: Path) -> None:
     (tmp_path / "batching-1050.md").write_text(
         "# Batching\n\nMeasured 2026-11-30 10:50 on x86_64; reproduce.\n"
