@@ -1,9 +1,9 @@
 """How far does the light-load reference move from one timing to the next? `make bench-batching`
 reads each light cell against the bare model's spaced single-item passes timed with the cell
 (`bench.batching.timed_single_passes`: 3 rounds of 11 passes, each after the light load's gap,
-about 4 s). Here that reference is timed TIMES times in a row, in this process, beside a
-default stack that is up, warmed and idle, as in the benchmark; one line per timing: its median,
-quartiles and first five passes.
+each round after 11 back to back; about 5 s). Here that reference is timed TIMES times in a
+row, in this process, beside a default stack that is up, warmed and idle, as in the benchmark;
+one line per timing: its median, quartiles and first five passes.
 
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/light-path/reference_spells.py [TIMES] [GAP_S]
 """
