@@ -115,7 +115,7 @@ def single_passes(model: Any, encoded: list[Any], gap_s: float) -> tuple[float, 
 
 def timed_single_passes(model: Any, encoded: list[Any], gap_s: float) -> tuple[list[float], list[float]]:
     """`single_passes`' passes (ms), each of them: back to back, and each after `gap_s` idle."""
-    middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]
+    middle = typical_sentences(encoded)
     singles, spaced = [], []
     for _ in range(3):
         for e in middle:
@@ -124,6 +124,12 @@ def timed_single_passes(model: Any, encoded: list[Any], gap_s: float) -> tuple[l
             time.sleep(gap_s)
             spaced.append(timed_pass(model.predict, e))
     return singles, spaced
+
+
+def typical_sentences(encoded: list[Any]) -> list[Any]:
+    """The sentences a single-item pass is timed on: the 11 around the median length of the first
+    41, so the pass is a typical review's."""
+    return sorted(encoded[:41], key=lambda e: e.tokens)[15:26]
 
 
 def timed_pass(predict: Any, encoded: Any) -> float:

@@ -37,7 +37,7 @@ def main() -> None:
     gap = float(sys.argv[1]) if len(sys.argv) > 1 else 0.1
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     model, encoded = workload.warm_model(workload.build_model(), "fp32", 2)
-    middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]
+    middle = batching.typical_sentences(encoded)
     a = torch.randn(256, 256)
 
     def after_idle(busy_ms: float, busy: Callable[[float], None]) -> Callable[[], None]:

@@ -23,7 +23,7 @@ def main() -> None:
     other_threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     model, encoded = workload.warm_model(workload.build_model(), "fp32", 2)
-    middle = sorted(encoded[:41], key=lambda e: e.tokens)[15:26]
+    middle = batching.typical_sentences(encoded)
 
     def spaced() -> float:
         times = []
