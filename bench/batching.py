@@ -10,14 +10,17 @@ All in one run, side by side:
    in the process, before the services start; the spaced pass again just before and just
    after each light-load cell, with its stack idle (the machine's speed moves over a run this
    long, and from one few-second spell to the next);
-2. configs 1:0 (no batching), 16:50 and 16:0 (FIFO, fixed window / greedy) and the default
-   (length-aware, token budget, adaptive wait) at ~10/30/60/90% of the bare capacity and at
+2. the stack's capacity: what the default config completes per second while jobs arrive
+   faster than it can finish them (the load generator, the ingress, RabbitMQ and Redis share
+   the model's cores, so it is below the bare model's rate);
+3. configs 1:0 (no batching), 16:50 and 16:0 (FIFO, fixed window / greedy) and the default
+   (length-aware, token budget, adaptive wait) at ~10/30/60/90% of that capacity and at
    40 req/s, open loop, the configs taking turns within each repeat; the default also with one
    model lane (`default 1 lane`: one pass at a time on every thread, as before lanes), and
    an identical copy of the default (`default, again`): how far two runs of one config read
    apart here, the yardstick for every difference between configs;
    end-to-end latency is accepted -> result stored, from each job's own trace;
-3. saturation: a backlog of jobs through the default config with two lanes and with one, fp32
+4. saturation: a backlog of jobs through the default config with two lanes and with one, fp32
    and bf16 (where PRECISION=bf16 computes bf16 here), each run just after the bare model's
    batch-16 throughput is measured again (the ratio compares the two).
 
@@ -37,6 +40,7 @@ import os
 import shlex
 import statistics
 import sys
+import textwrap
 import time
 import urllib.request
 from collections.abc import Callable
@@ -168,7 +172,7 @@ def warm(ingress: str) -> None:
 @dataclass
 class Run:
     config: str
-    load: float  # fraction of bare capacity
+    load: float  # fraction of capacity
     offered_rps: float
     jobs: list[job_pb2.Job]
     wall_s: float
@@ -392,6 +396,53 @@ def measure_saturation(
     return results
 
 
+# The stack's capacity is timed offered this multiple of the bare rate: more than it can finish
+# on every machine measured here (its completed rate at 0.9 x the bare rate: 0.76-1.00 x the
+# offered, bench.batching's runs before 2026-12-07).
+OVERLOAD = 1.2
+CAPACITY_S = 15.0  # seconds of arrivals
+SETTLE_S = 3.0  # the first seconds of them, before the lanes run full batches, left out
+
+
+def completed_while_arriving(accepted: list[float], finished: list[float], settle_s: float) -> float:
+    """Jobs finished per second from `settle_s` after the first arrival to the last arrival
+    (seconds, one clock): what a stack completes while jobs keep coming. The drain after the last
+    arrival, which has the cores to itself, is left out."""
+    start, end = min(accepted) + settle_s, max(accepted)
+    if end <= start:
+        spread = max(accepted) - min(accepted)
+        raise ValueError(f"arrivals over {spread:.1f} s leave nothing after {settle_s} s")
+    return sum(start <= t <= end for t in finished) / (end - start)
+
+
+def stack_capacity(model: Path, bare_per_s: float) -> dict[str, float]:
+    """The machine's capacity for this service: jobs/s the whole stack (the default config, fp32)
+    completes while they arrive, open loop, faster than it can finish them. On a 2-core machine
+    the load generator, the ingress, RabbitMQ and Redis take their CPU from the cores the model
+    runs on, so this is below the bare model's rate; the loads are fractions of it (a load at
+    0.9 x the bare rate fell behind in most runs: docs/benchmarks/history.md). Offered at
+    `OVERLOAD` x the bare rate, the ingress does a little more work per second than at the
+    capacity itself, so the reading errs low."""
+    env, batchers = stack_env("default", model, "fp32")
+    rate = OVERLOAD * bare_per_s
+    with stack.start("local", env, batchers=batchers, envoy=False) as targets:
+        warm(targets.ingress)
+        baseline = asyncio.run(finished_count(targets.ingress))
+        texts = sentences(int(rate * CAPACITY_S), seed=700)
+        ids, _, lag = asyncio.run(open_loop(targets.ingress, texts, rate))
+        jobs = asyncio.run(collect(targets.ingress, ids, baseline))
+    accepted = [codec.seconds(j.trace.accepted_at) for j in jobs]
+    finished = [codec.seconds(j.trace.finished_at) for j in jobs if j.status == codec.DONE]
+    return {
+        "completed_rps": completed_while_arriving(accepted, finished, SETTLE_S),
+        "offered_rps": rate,
+        "bare_fp32_per_s": bare_per_s,
+        "jobs": len(jobs),
+        "done": len(finished),
+        "send_lag_p99_ms": lag,
+    }
+
+
 def side_by_side(
     names: list[str], model: Path, precision: str, rates: list[float], rounds: int, duration_s: float = 15.0
 ) -> dict[str, list[dict[str, Any]]]:
@@ -523,18 +574,33 @@ def light_widths(runs: list[dict[str, Any]], light: float) -> tuple[float, float
     return sum(r["wide_passes"] for r in group), sum(r["lane_passes"] for r in group)
 
 
-def loads_against_later_bare(start: float, beside: float, loads: list[float]) -> list[str]:
-    """The loads are fractions of the bare rate timed at the start; the machine's speed moves
-    over a run this long, so also say what they were of the bare rate timed beside the
-    saturation runs, at the end (nothing when that was not timed)."""
-    if math.isnan(beside):
+def what_the_loads_are(
+    capacity: dict[str, float] | None, start: float, beside: float, loads: list[float]
+) -> list[str]:
+    """The report's words for what the loads are fractions of: the stack's capacity timed first
+    (`stack_capacity`), or, in runs that did not time it, the bare fp32 rate timed at the start.
+    The machine's speed moves over a run this long, so also what they were of the bare rate
+    timed beside the saturation runs, at the end (where that was timed)."""
+    base = capacity["completed_rps"] if capacity else start
+
+    def shares(of: float) -> str:
+        return ", ".join(f"{load * base / of:.0%}" for load in loads)
+
+    if capacity:
+        said = (
+            f"The loads are fractions of the stack's capacity, {base:.1f} jobs/s: what the default (fp32) "
+            f"completed per second while jobs arrived at {capacity['offered_rps']:.0f}/s, {OVERLOAD} x the "
+            f"bare rate, timed first. Against the bare fp32 rate timed at the start, {start:.1f} "
+            f"sequences/s, they were {shares(start)}"
+        )
+    elif math.isnan(beside):
         return []
-    shares = ", ".join(f"{load * start / beside:.0%}" for load in loads)
-    return [
-        f"The loads are fractions of the bare fp32 rate timed at the start, {start:.1f} sequences/s;",
-        f"against the one timed beside the saturation runs, {beside:.1f}/s, they were {shares}.",
-        "",
-    ]
+    else:
+        said = f"The loads are fractions of the bare fp32 rate timed at the start, {start:.1f} sequences/s"
+    if not math.isnan(beside):
+        said += f"; against the one timed beside the saturation runs, {beside:.1f}/s, "
+        said += f"they were {shares(beside)}"
+    return [*textwrap.wrap(said + ".", 96), ""]
 
 
 def shown(value: float, spec: str = ".1f") -> str:
@@ -594,10 +660,15 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         if (CONTROL, load) in table and ("default", load) in table:
             pair = (table[("default", load)]["e2e_p99_ms"], table[(CONTROL, load)]["e2e_p99_ms"])
             against_control[load] = max(pair) / min(pair)
-    at_40 = min(loads, key=lambda load: abs(load * fp32["throughput_per_s"] - 40))
+    at_40 = min(
+        (load for load in loads if ("default", load) in table),
+        key=lambda load: abs(table[("default", load)]["offered_rps"] - 40),
+    )
     light_wide, light_lane = light_widths(runs, light)
     summary = {
         "bare_fp32_throughput_per_s": fp32["throughput_per_s"],
+        # What the loads are fractions of, where the run timed it (else the bare fp32 rate).
+        "stack_capacity_per_s": (raw.get("capacity") or {}).get("completed_rps", float("nan")),
         "bare_bf16_throughput_per_s": bf16.get("throughput_per_s", float("nan")),
         "saturation_fp32_jobs_per_s": sat("fp32", "completed_rps"),
         "saturation_bf16_jobs_per_s": sat("bf16", "completed_rps"),
@@ -643,7 +714,7 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
     }
     (out / "batching.json").write_text(strict_json.dumps(summary))
     (out / "batching-raw.json").write_text(strict_json.dumps(raw))
-    plot(table, [c for c in configs if c != CONTROL], loads, fp32["throughput_per_s"], out / "batching.png")
+    plot(table, [c for c in configs if c != CONTROL], loads, out / "batching.png")
 
     lines = [
         "# Batching: end to end against the bare model",
@@ -682,7 +753,8 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"One single-item forward pass: {fp32['single_pass_ms']:.1f} ms back to back, "
         f"{summary['single_pass_spaced_ms']:.1f} ms after",
         f"{fp32.get('light_load_gap_ms', float('nan')):.0f} ms idle (the mean gap between jobs at "
-        f"{light:.0%} load). End-to-end p50 at {light:.0%} load: {summary['light_load_p50_ms']:.1f} ms: "
+        f"{light:.0%} of the bare rate). End-to-end p50 at {light:.0%} load: "
+        f"{summary['light_load_p50_ms']:.1f} ms: "
         f"{summary['light_load_overhead_ms']:+.1f} ms over the",
         f"back-to-back pass, {summary['light_load_overhead_vs_spaced_ms']:+.1f} ms over the spaced one; "
         + against_cells_pass(summary)
@@ -730,8 +802,8 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "policy with one pass at a time on both cores; `default, again` is the default unchanged, the",
         "control.",
         "",
-        *loads_against_later_bare(
-            fp32["throughput_per_s"], summary["bare_fp32_beside_saturation_per_s"], loads
+        *what_the_loads_are(
+            raw.get("capacity"), fp32["throughput_per_s"], summary["bare_fp32_beside_saturation_per_s"], loads
         ),
         "| load | config | offered/s | done/s | p50 ms | p90 ms | p99 ms | compute/job ms "
         "| mean batch | padding |",
@@ -756,7 +828,6 @@ def plot(
     table: dict[tuple[str, float], dict[str, float]],
     configs: list[str],
     loads: list[float],
-    capacity: float,
     path: Path,
 ) -> None:
     import matplotlib
@@ -766,7 +837,7 @@ def plot(
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
     for config in configs:
-        xs = [load * capacity for load in loads if (config, load) in table]
+        xs = [table[(config, load)]["offered_rps"] for load in loads if (config, load) in table]
         for ax, key in zip(axes, ("e2e_p50_ms", "e2e_p99_ms"), strict=True):
             ax.plot(
                 xs,
@@ -794,6 +865,7 @@ class Checkpoint:
     def __init__(self, path: Path, settings: dict[str, Any]) -> None:
         self.path, self.settings = path, settings
         self.bare: dict[str, Any] = {}
+        self.capacity: dict[str, Any] = {}
         self.runs: list[dict[str, Any]] = []
         self.saturation: list[dict[str, Any]] = []
         self.steps: list[str] = []
@@ -809,11 +881,12 @@ class Checkpoint:
         if saved["settings"] != settings:
             raise SystemExit(f"--resume: {path} was made with {saved['settings']}, not {settings}")
         checkpoint.bare, checkpoint.runs = saved["bare"], saved["runs"]
+        checkpoint.capacity = saved.get("capacity", {})
         checkpoint.saturation, checkpoint.steps = saved["saturation"], saved["steps"]
         return checkpoint
 
     def save(self) -> None:
-        fields = ("settings", "bare", "runs", "saturation", "steps")
+        fields = ("settings", "bare", "capacity", "runs", "saturation", "steps")
         self.path.write_text(json.dumps({name: getattr(self, name) for name in fields}))
 
 
@@ -821,6 +894,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.batching", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--loads", type=float, nargs="+", default=[0.1, 0.3, 0.6, 0.9], help="fractions of capacity"
+    )
+    parser.add_argument(
+        "--capacity",
+        choices=["stack", "bare"],
+        default="stack",
+        help="what the loads are fractions of: the stack's, timed first (stack_capacity), or the "
+        "bare model's batch-16 rate (the runs before 2026-12-07)",
     )
     parser.add_argument(
         "--rps", type=float, nargs="*", default=[40.0], help="absolute rates to add to --loads"
@@ -859,7 +939,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         bf16_skipped = "this CPU has neither AVX512-BF16 nor AMX, so PRECISION=bf16 runs fp32 here"
         progress(f"bf16 not measured: {bf16_skipped}")
-    settings = {name: getattr(args, name) for name in ("loads", "rps", "configs", "duration", "repeats")}
+    settings = {
+        name: getattr(args, name) for name in ("loads", "capacity", "rps", "configs", "duration", "repeats")
+    }
     settings |= {"saturation_jobs": args.saturation_jobs, "threads": threads, "precisions": precisions}
     partial = args.out / "batching-partial.json"
     done = Checkpoint.resume(partial, settings) if args.resume else Checkpoint(partial, settings)
@@ -873,7 +955,15 @@ def main(argv: list[str] | None = None) -> None:
         done.bare[precision] = bare_model(model, precision, threads, seconds=20.0, light_load=min(args.loads))
         progress(f"  {done.bare[precision]}")
         done.save()
-    capacity = done.bare["fp32"]["throughput_per_s"]
+    bare_per_s = done.bare["fp32"]["throughput_per_s"]
+    if args.capacity == "stack" and not done.capacity:
+        progress(
+            f"the stack's capacity: the default, fp32, offered {OVERLOAD} x the bare rate, {CAPACITY_S:.0f} s"
+        )
+        done.capacity = stack_capacity(model, bare_per_s)
+        progress(f"  {done.capacity}")
+        done.save()
+    capacity = done.capacity["completed_rps"] if args.capacity == "stack" else bare_per_s
     loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})
 
     @functools.cache
@@ -905,6 +995,8 @@ def main(argv: list[str] | None = None) -> None:
         "duration_s": args.duration,
         "repeats": args.repeats,
         "bare": done.bare,
+        # What the loads are fractions of: the stack's capacity, or (absent) the bare fp32 rate.
+        **({"capacity": done.capacity} if args.capacity == "stack" else {}),
         "runs": done.runs,
         "saturation": done.saturation,
         "bf16_skipped": bf16_skipped,

@@ -93,9 +93,12 @@ def light_aside(summary: dict[str, Any]) -> str:
 
 def control_aside(summary: dict[str, Any]) -> str:
     """The same ratio for the default's identical copy (`default, again`), where the run had one:
-    what the measurement gives a policy that cannot differ from the default."""
-    copy = summary.get("control_vs_best_p99_ratio")
-    return "" if copy is None else f" (its copy {copy:.2f})"
+    what the measurement gives a policy that cannot differ from the default; and the stack's
+    capacity, where the run's loads were fractions of it rather than of the bare rate."""
+    copy, capacity = summary.get("control_vs_best_p99_ratio"), summary.get("stack_capacity_per_s")
+    said = [] if copy is None else [f"its copy {copy:.2f}"]
+    said += [] if capacity is None else [f"loads of the stack's {capacity:.0f}/s"]
+    return f" ({'; '.join(said)})" if said else ""
 
 
 BATCHING = [
@@ -298,7 +301,11 @@ def markdown(folder: Path) -> str:
         "the worst load's ratio; in brackets the same for the default's identical copy (`default,",
         "again`), where the run had one. The copy cannot differ from the default, and below a full",
         "batch waiting neither differs from `16:0` in any batch it forms: a copy over 1.1 is this",
-        "measurement failing a policy against itself.",
+        "measurement failing a policy against itself. From 2026-12-07 the loads are fractions of the",
+        "stack's capacity, timed first in each run (what it completes while jobs arrive faster than it",
+        "can finish them; in the brackets); before, of the bare model's batch-16 rate, at whose 90% the",
+        "stack fell behind the offered rate in most runs, so those cells' p99 measured the backlog 15 s",
+        "of overload built.",
         "",
         *_table(batching, BATCHING, reader(BATCHING)),
         "",

@@ -74,6 +74,7 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
         "duration_s": 15.0,
         "repeats": 1,
         "bare": {"fp32": bare, "bf16": {**bare, "throughput_per_s": 120.0}},
+        "capacity": {"completed_rps": 50.0, "offered_rps": 72.0},
         "runs": [
             run(c, load, p99)
             for c, p99 in [
@@ -109,6 +110,8 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
         ],
     }
     summary = batching.report(raw, tmp_path, "python -m bench.batching")
+    assert summary["stack_capacity_per_s"] == 50.0
+    assert summary["p99_near_40_rps_offered"] == 0.9 * 60  # the cell offered nearest 40/s
     assert summary["saturation_ratio"] == 57.0 / 60.0  # no bare beside it: the one at the start
     assert summary["saturation_ratio_bf16"] == 0.95  # not 95 / 120, nor the median jobs/s / bare
     assert summary["bare_bf16_beside_saturation_per_s"] == 100.0
@@ -133,16 +136,33 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
         assert key in written
     table = (tmp_path / "batching.md").read_text()
     assert "| 90% | default |" in table and "python -m bench.batching" in table
+    assert "the stack's capacity, 50.0 jobs/s" in table
     assert "34.0 ms after" in table and "167 ms idle" in table
     assert "| 90% | 16:0 | 1.05 | 0.84 | 1.25 |" in table  # the best fixed config, beside the control
     assert (tmp_path / "batching.png").stat().st_size > 10_000
 
 
-def test_the_loads_are_also_read_against_the_bare_rate_timed_later() -> None:
-    # A start in a slow moment: 60/s then, 80/s beside the saturation runs.
-    lines = batching.loads_against_later_bare(60.0, 80.0, [0.1, 0.9])
-    assert "60.0 sequences/s" in lines[0] and "80.0/s, they were 8%, 68%." in lines[1]
-    assert batching.loads_against_later_bare(60.0, math.nan, [0.1]) == []  # not timed: nothing said
+def test_the_report_says_what_the_loads_are_fractions_of() -> None:
+    # The stack's capacity, 48 jobs/s offered 72 (1.2 x a bare rate of 60/s), 80/s beside saturation.
+    capacity = {"completed_rps": 48.0, "offered_rps": 72.0}
+    said = " ".join(batching.what_the_loads_are(capacity, 60.0, 80.0, [0.1, 0.9]))
+    assert "the stack's capacity, 48.0 jobs/s" in said and "arrived at 72/s" in said
+    assert "60.0 sequences/s, they were 8%, 72%;" in said and "80.0/s, they were 6%, 54%." in said
+    said = " ".join(batching.what_the_loads_are(capacity, 60.0, math.nan, [0.1]))
+    assert said.endswith("they were 8%. ")  # no bare rate beside saturation: the rest still said
+    # Runs that did not time the stack: fractions of the bare rate at the start, 60/s then.
+    said = " ".join(batching.what_the_loads_are(None, 60.0, 80.0, [0.1, 0.9]))
+    assert "bare fp32 rate timed at the start, 60.0 sequences/s;" in said and "they were 8%, 68%." in said
+    assert batching.what_the_loads_are(None, 60.0, math.nan, [0.1]) == []  # nothing to add
+
+
+def test_the_stacks_capacity_counts_what_finished_while_jobs_arrived() -> None:
+    # Arrivals over 0-10 s; after the 2 s settle, 8 s in which 40 finished; 30 more in the drain.
+    accepted = [i / 10 for i in range(101)]
+    finished = [1.0] * 5 + [2.0 + i * 0.2 for i in range(40)] + [10.5] * 30
+    assert batching.completed_while_arriving(accepted, finished, settle_s=2.0) == 40 / 8
+    with pytest.raises(ValueError, match="leave nothing"):
+        batching.completed_while_arriving([0.0, 1.0], [1.0], settle_s=2.0)
 
 
 def test_light_load_is_read_against_the_passes_timed_around_each_cell() -> None:
@@ -280,8 +300,9 @@ def test_a_run_that_dies_goes_on_with_resume_measuring_nothing_twice(
     failing = {"saturation": True}
 
     def cells(
-        name: str, _m: Path, _p: str, _c: float, loads: list[float], repeat: int, _d: float, _s: Any
+        name: str, _m: Path, _p: str, capacity: float, loads: list[float], repeat: int, _d: float, _s: Any
     ) -> list[Any]:
+        assert capacity == 80.0  # the loads are fractions of the stack's capacity, not the bare rate
         measured.append(f"cells {name} #{repeat + 1}")
         return [{"config": name, "load": load, "repeat": repeat} for load in loads]
 
@@ -298,7 +319,12 @@ def test_a_run_that_dies_goes_on_with_resume_measuring_nothing_twice(
         measured.append("bare")
         return {"throughput_per_s": 100.0}
 
+    def capacity(_m: Path, bare_per_s: float) -> dict[str, float]:
+        measured.append("capacity")
+        return {"completed_rps": 0.8 * bare_per_s, "offered_rps": 1.2 * bare_per_s}
+
     monkeypatch.setattr(batching, "bare_model", bare)
+    monkeypatch.setattr(batching, "stack_capacity", capacity)
     monkeypatch.setattr(batching, "measure_config", cells)
     monkeypatch.setattr(batching, "measure_saturation", saturation)
     monkeypatch.setattr(batching, "report", lambda raw, _out, _command: reported.update(raw) or {})
@@ -314,7 +340,7 @@ def test_a_run_that_dies_goes_on_with_resume_measuring_nothing_twice(
         "cells default #2",
         "cells 16:0 #2",
     ]
-    assert measured.count("bare") == 1
+    assert measured.count("bare") == measured.count("capacity") == 1
 
     with pytest.raises(SystemExit, match=r"--resume: .* was made with"):
         batching.main([*argv[:-2], "--repeats", "3", "--out", str(tmp_path), "--resume"])
@@ -322,7 +348,8 @@ def test_a_run_that_dies_goes_on_with_resume_measuring_nothing_twice(
     measured.clear()
     failing["saturation"] = False
     batching.main([*argv, "--resume"])
-    assert measured == ["saturation default fp32"]  # no bare model, no cell measured again
+    assert measured == ["saturation default fp32"]  # no bare model, capacity or cell measured again
+    assert reported["capacity"]["completed_rps"] == 80.0
     assert len(reported["runs"]) == 4
     assert reported["saturation"] == [{"config": "default", "precision": "fp32"}]
     assert not partial.exists()
@@ -349,16 +376,30 @@ def test_a_cpu_without_native_bf16_gets_no_bf16_column_measured_as_fp32(
         return []
 
     monkeypatch.setattr(batching, "bare_model", bare)
+    monkeypatch.setattr(batching, "stack_capacity", lambda *_: pytest.fail("--capacity bare times no stack"))
     monkeypatch.setattr(batching, "measure_config", lambda *_: [])
     monkeypatch.setattr(batching, "measure_saturation", saturation)
     reported: dict[str, Any] = {}
     monkeypatch.setattr(batching, "report", lambda raw, _out, _command: reported.update(raw) or {})
 
     batching.main(
-        ["--loads", "0.5", "--rps", "--configs", "default", "--repeats", "1", "--out", str(tmp_path)]
+        [
+            "--loads",
+            "0.5",
+            "--rps",
+            "--configs",
+            "default",
+            "--repeats",
+            "1",
+            "--capacity",
+            "bare",
+            "--out",
+            str(tmp_path),
+        ]
     )
     assert measured == ["fp32", "fp32"]  # the bare model and the saturation run, fp32 only
     assert "neither AVX512-BF16 nor AMX" in reported["bf16_skipped"]
+    assert "capacity" not in reported  # the loads are fractions of the bare rate
 
     assert batching.shown(math.nan) == "-" and batching.shown(0.951, ".2f") == "0.95"
 
