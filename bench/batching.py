@@ -396,10 +396,12 @@ def measure_saturation(
     return results
 
 
-# The stack's capacity is timed offered this multiple of the bare rate: more than it can finish
-# on every machine measured here (its completed rate at 0.9 x the bare rate: 0.76-1.00 x the
-# offered, bench.batching's runs before 2026-12-07).
+# The stack's capacity is timed offered this multiple of the bare rate, at first: more than it
+# finished on the machines measured here (its completed rate at 0.9 x the bare rate: 0.76-1.00
+# x the offered, bench.batching's runs before 2026-12-07). Two lanes drained a backlog up to
+# 1.6 x as fast as the bare model, so a stack that keeps up is offered twice as much again.
 OVERLOAD = 1.2
+KEPT_UP = 0.95  # a stack that completes this share of the offered rate was not overloaded
 CAPACITY_S = 15.0  # seconds of arrivals
 SETTLE_S = 3.0  # the first seconds of them, before the lanes run full batches, left out
 
@@ -415,16 +417,28 @@ def completed_while_arriving(accepted: list[float], finished: list[float], settl
     return sum(start <= t <= end for t in finished) / (end - start)
 
 
-def stack_capacity(model: Path, bare_per_s: float) -> dict[str, float]:
+def stack_capacity(model: Path, bare_per_s: float, overload: float = OVERLOAD) -> dict[str, float]:
     """The machine's capacity for this service: jobs/s the whole stack (the default config, fp32)
     completes while they arrive, open loop, faster than it can finish them. On a 2-core machine
     the load generator, the ingress, RabbitMQ and Redis take their CPU from the cores the model
     runs on, so this is below the bare model's rate; the loads are fractions of it (a load at
-    0.9 x the bare rate fell behind in most runs: docs/benchmarks/history.md). Offered at
-    `OVERLOAD` x the bare rate, the ingress does a little more work per second than at the
-    capacity itself, so the reading errs low."""
+    0.9 x the bare rate fell behind in most runs: docs/benchmarks/history.md). Offered more than
+    it can do, the ingress does a little more work per second than at the capacity itself, so
+    the reading errs low; offered less, it would read the offered rate, so a stack that keeps up
+    is timed again at twice the rate (up to 4.8 x the bare rate)."""
+    reading = completed_under(model, overload * bare_per_s) | {"bare_fp32_per_s": bare_per_s}
+    if reading["completed_rps"] >= KEPT_UP * reading["offered_rps"] and overload < 4:
+        progress(
+            f"  it kept up with {reading['offered_rps']:.0f}/s: again at {2 * overload:.1f} x the bare rate"
+        )
+        return stack_capacity(model, bare_per_s, 2 * overload)
+    return reading
+
+
+def completed_under(model: Path, rate: float) -> dict[str, float]:
+    """What a fresh stack of the default config (fp32) completes per second while `rate` jobs/s
+    arrive for `CAPACITY_S`, after the first `SETTLE_S`."""
     env, batchers = stack_env("default", model, "fp32")
-    rate = OVERLOAD * bare_per_s
     with stack.start("local", env, batchers=batchers, envoy=False) as targets:
         warm(targets.ingress)
         baseline = asyncio.run(finished_count(targets.ingress))
@@ -436,7 +450,6 @@ def stack_capacity(model: Path, bare_per_s: float) -> dict[str, float]:
     return {
         "completed_rps": completed_while_arriving(accepted, finished, SETTLE_S),
         "offered_rps": rate,
-        "bare_fp32_per_s": bare_per_s,
         "jobs": len(jobs),
         "done": len(finished),
         "send_lag_p99_ms": lag,
@@ -589,9 +602,9 @@ def what_the_loads_are(
     if capacity:
         said = (
             f"The loads are fractions of the stack's capacity, {base:.1f} jobs/s: what the default (fp32) "
-            f"completed per second while jobs arrived at {capacity['offered_rps']:.0f}/s, {OVERLOAD} x the "
-            f"bare rate, timed first. Against the bare fp32 rate timed at the start, {start:.1f} "
-            f"sequences/s, they were {shares(start)}"
+            f"completed per second while jobs arrived at {capacity['offered_rps']:.0f}/s, "
+            f"{capacity['offered_rps'] / start:.1f} x the bare rate, timed first. Against the bare fp32 rate "
+            f"timed at the start, {start:.1f} sequences/s, they were {shares(start)}"
         )
     elif math.isnan(beside):
         return []

@@ -165,6 +165,23 @@ def test_the_stacks_capacity_counts_what_finished_while_jobs_arrived() -> None:
         batching.completed_while_arriving([0.0, 1.0], [1.0], settle_s=2.0)
 
 
+def test_a_stack_that_keeps_up_is_offered_more_until_it_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offered less than it can do, a stack reads the offered rate: not its capacity."""
+    offered: list[float] = []
+
+    def completed_under(_model: Path, rate: float) -> dict[str, float]:
+        offered.append(rate)
+        return {"completed_rps": min(rate, 150.0), "offered_rps": rate}  # a stack that does 150/s
+
+    monkeypatch.setattr(batching, "completed_under", completed_under)
+    reading = batching.stack_capacity(Path("model"), bare_per_s=100.0)
+    assert offered == [120.0, 240.0] and reading["completed_rps"] == 150.0
+    assert reading["bare_fp32_per_s"] == 100.0
+    offered.clear()  # one that keeps up with anything is offered at most 4.8 x the bare rate
+    assert batching.stack_capacity(Path("model"), bare_per_s=10.0)["completed_rps"] == 48.0
+    assert offered == [12.0, 24.0, 48.0]
+
+
 def test_light_load_is_read_against_the_passes_timed_around_each_cell() -> None:
     cells = [
         {
