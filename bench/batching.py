@@ -398,8 +398,8 @@ def measure_saturation(
 
 # The stack's capacity is timed offered this multiple of the bare rate, at first: more than it
 # finished on the machines measured here (its completed rate at 0.9 x the bare rate: 0.76-1.00
-# x the offered, bench.batching's runs before 2026-12-07). Two lanes drained a backlog up to
-# 1.6 x as fast as the bare model, so a stack that keeps up is offered twice as much again.
+# x the offered, bench.batching's runs before 2026-12-07). A backlog drained up to 1.41 x the
+# bare model's rate (batching-1837.md), so a stack that keeps up is offered twice as much again.
 OVERLOAD = 1.2
 KEPT_UP = 0.95  # a stack that completes this share of the offered rate was not overloaded
 CAPACITY_S = 15.0  # seconds of arrivals
@@ -976,7 +976,7 @@ def main(argv: list[str] | None = None) -> None:
         done.capacity = stack_capacity(model, bare_per_s)
         progress(f"  {done.capacity}")
         done.save()
-    capacity = done.capacity["completed_rps"] if args.capacity == "stack" else bare_per_s
+    capacity = done.capacity["completed_rps"] if done.capacity else bare_per_s
     loads = sorted({*args.loads, *(round(rps / capacity, 3) for rps in args.rps)})
 
     @functools.cache
@@ -1009,7 +1009,7 @@ def main(argv: list[str] | None = None) -> None:
         "repeats": args.repeats,
         "bare": done.bare,
         # What the loads are fractions of: the stack's capacity, or (absent) the bare fp32 rate.
-        **({"capacity": done.capacity} if args.capacity == "stack" else {}),
+        **({"capacity": done.capacity} if done.capacity else {}),
         "runs": done.runs,
         "saturation": done.saturation,
         "bf16_skipped": bf16_skipped,
