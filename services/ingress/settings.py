@@ -23,7 +23,8 @@ class IngressSettings:
     # After RabbitMQ refuses a publish (queue full), refuse new jobs at once for this long,
     # without a round trip to Redis or RabbitMQ: under overload a refusal then costs next to
     # nothing instead of two round trips. Longer sheds load more cheaply; a full queue loses
-    # nothing by it (it holds far more than drains in this time). 0 turns it off.
+    # nothing by it (it holds far more than drains in this time). After it one call asks again,
+    # and the others are refused at once until RabbitMQ answers it. 0 turns both off.
     queue_full_hold_s: float = 0.1
     # Longest text accepted, in characters after trimming.
     max_text_chars: int = 2000

@@ -1,5 +1,6 @@
 """A full queue is refused cheaply: after RabbitMQ refuses one publish, the ingress refuses new
-jobs at once for queue_full_hold_s, without a round trip to the store or the broker."""
+jobs at once for queue_full_hold_s, without a round trip to the store or the broker; then one
+call asks the broker again, and the others are refused at once until it has its answer."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ class CountingBroker(MemoryBroker):
     def __init__(self, max_length: int) -> None:
         super().__init__(max_length)
         self.publishes = 0
+        self.answering = asyncio.Event()  # cleared: a publish waits for it (a broker slow to answer)
+        self.answering.set()
 
     async def publish(
         self,
@@ -31,6 +34,7 @@ class CountingBroker(MemoryBroker):
         whole: bool = False,
     ) -> list[BatchlineError | None]:
         self.publishes += 1
+        await self.answering.wait()
         return await super().publish(tasks, parents, whole)
 
 
@@ -60,14 +64,22 @@ async def test_after_a_refused_publish_the_next_jobs_are_refused_without_a_round
     assert await store.left_queue() == 1  # and none stored a record (the broker's refusal was discarded)
 
 
-async def test_the_hold_ends_and_the_broker_is_asked_again() -> None:
+async def after_the_hold() -> tuple[InferenceServicer, CountingBroker]:
+    """An ingress whose queue the broker refused a publish to, once its hold (50 ms) is over."""
     ingress, _, broker = servicer(hold_s=0.05)
     await submit(ingress, "fits")
     with pytest.raises(QueueFull):
         await submit(ingress, "refused by the broker")
     await asyncio.sleep(0.06)
+    return ingress, broker
+
+
+async def test_the_hold_ends_and_the_broker_is_asked_again() -> None:
+    ingress, broker = await after_the_hold()
     with pytest.raises(QueueFull):
-        await submit(ingress, "asked again")
+        await submit(ingress, "asked again, still full")
+    with pytest.raises(QueueFull):
+        await submit(ingress, "held again: that refusal started a new hold")
     assert broker.publishes == 3
 
 
@@ -77,4 +89,30 @@ async def test_no_hold_when_it_is_off() -> None:
     for _ in range(3):
         with pytest.raises(QueueFull):
             await submit(ingress, "each asks the broker")
+    assert broker.publishes == 4
+
+
+async def test_while_one_call_asks_a_slow_broker_again_the_others_are_refused_at_once() -> None:
+    ingress, broker = await after_the_hold()
+    broker.answering.clear()
+    asking = asyncio.ensure_future(submit(ingress, "asks again"))
+    await asyncio.sleep(0.01)
+    assert broker.publishes == 3 and not asking.done()  # it is waiting for the broker
+    for _ in range(5):
+        with pytest.raises(QueueFull):
+            await asyncio.wait_for(submit(ingress, "refused while the broker is asked"), 0.1)
+    with pytest.raises(QueueFull):
+        await asyncio.wait_for(
+            ingress.SubmitBatch(inference_pb2.SubmitBatchRequest(texts=["a"]), None),  # type: ignore[arg-type]
+            0.1,
+        )
+    assert broker.publishes == 3  # none of those reached the broker
+
+    deliveries = broker.consume(prefetch=1)  # a consumer makes room while the broker is slow to answer
+    await (await anext(deliveries)).ack()
+    broker.answering.set()
+    await asking  # the call that asked is accepted...
+    assert broker.publishes == 3
+    await (await anext(deliveries)).ack()  # and room is made again
+    await submit(ingress, "and the calls after it go through")  # the queue no longer counts as full
     assert broker.publishes == 4
