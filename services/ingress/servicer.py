@@ -48,8 +48,9 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         from RabbitMQ's refusal only, so the queue is asked again soon after; the calls that come
         while it is asked do not wait on the answer. A broker slow to answer would otherwise
         hold every one of them: with RabbitMQ stalled for 0.5 s during a flood of a full queue,
-        68 of the 100 Submits sent in the stall waited 53-377 ms for their refusal
-        (tests/faults/test_slow_broker.py)."""
+        67-68 of the 100 Submits sent in the stall waited over 50 ms for their refusal, up to
+        376-388 ms; this way one did, the call asking (docs/benchmarks/slow-broker/results.txt,
+        tests/faults/test_slow_broker.py)."""
         if time.monotonic() < self._full_until or self._asking:
             refused = QueueFull(f"queue {self._settings.broker.queue} is full")
             refused.retry_after_s = self._retry_after_s()
