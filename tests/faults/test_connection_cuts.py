@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import grpc
 import pytest
@@ -17,18 +17,11 @@ from batchline import codec
 from batchline.lifecycle import wait_until_serving
 from batchline.v1 import inference_pb2, inference_pb2_grpc
 from tests.e2e.conftest import Service
+from tests.faults.common import statuses, submit_all, through
 from tests.helpers import wait_until
 from tests.proxy import TcpProxy
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def through(url: str, proxy: TcpProxy) -> str:
-    """The same URL with its host and port replaced by the proxy's."""
-    parts = urlsplit(url)
-    credentials = parts.netloc.rpartition("@")[0]
-    netloc = f"{credentials}@127.0.0.1:{proxy.port}" if credentials else f"127.0.0.1:{proxy.port}"
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def health(target: str) -> int:
@@ -38,18 +31,6 @@ def health(target: str) -> int:
         except grpc.RpcError:
             return -1
         return int(reply.status)
-
-
-def submit_all(target: str, texts: list[str]) -> list[str]:
-    with grpc.insecure_channel(target) as channel:
-        inference = inference_pb2_grpc.InferenceServiceStub(channel)
-        return [inference.Submit(inference_pb2.SubmitRequest(text=t), timeout=10).job_id for t in texts]
-
-
-def statuses(target: str, ids: list[str]) -> list[int]:
-    with grpc.insecure_channel(target) as channel:
-        inference = inference_pb2_grpc.InferenceServiceStub(channel)
-        return [inference.GetJob(inference_pb2.GetJobRequest(job_id=i), timeout=5).job.status for i in ids]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from batchline import codec
 from batchline.lifecycle import wait_until_serving
 from batchline.v1 import inference_pb2, inference_pb2_grpc
 from tests.e2e.conftest import Service
-from tests.faults.test_connection_cuts import statuses, submit_all, through
+from tests.faults.common import statuses, submit_all, through
 from tests.helpers import wait_until
 from tests.proxy import TcpProxy
 
