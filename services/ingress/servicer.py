@@ -41,9 +41,15 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         self._seen_full = False  # RabbitMQ's last answer to a publish was that the queue is full
         self._asking = False  # a call is asking RabbitMQ again after that answer
 
+    def _retry_after_s(self) -> float:
+        """The time the queue takes to free a tenth of its places at the measured drain rate, so
+        refused clients come back as room is made instead of all at once."""
+        return self._backlog.retry_after_s(max(1, self._settings.broker.max_length // 10))
+
     @contextmanager
-    def _room(self) -> Iterator[None]:
-        """Refuse at once while the queue counts as full: for queue_full_hold_s after RabbitMQ
+    def _admit(self) -> Iterator[None]:
+        """Take the call, or refuse it at once: past the limit of calls in progress, and while the
+        queue counts as full. The queue counts as full for queue_full_hold_s after RabbitMQ
         refused a publish, then while the one call let through asks RabbitMQ again. The hold runs
         from RabbitMQ's refusal only, so the queue is asked again soon after; the calls that come
         while it is asked do not wait on the answer. A broker slow to answer would otherwise
@@ -51,32 +57,20 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         67-68 of the 100 Submits sent in the stall waited over 50 ms for their refusal, up to
         376-388 ms; this way one did, the call asking (docs/benchmarks/slow-broker/results.txt,
         tests/faults/test_slow_broker.py)."""
+        if self._inflight >= self._settings.max_inflight:
+            raise QueueFull("ingress is at its in-flight limit", retry_after_s=0.1)
         if time.monotonic() < self._full_until or self._asking:
             refused = QueueFull(f"queue {self._settings.broker.queue} is full")
             refused.retry_after_s = self._retry_after_s()
             raise refused
         asking = self._asking = self._seen_full
-        try:
-            yield
-        finally:
-            if asking:
-                self._asking = False
-
-    def _retry_after_s(self) -> float:
-        """The time the queue takes to free a tenth of its places at the measured drain rate, so
-        refused clients come back as room is made instead of all at once."""
-        return self._backlog.retry_after_s(max(1, self._settings.broker.max_length // 10))
-
-    @contextmanager
-    def _permit(self) -> Iterator[None]:
-        """Bound the calls in progress; refuse at once past the limit."""
-        if self._inflight >= self._settings.max_inflight:
-            raise QueueFull("ingress is at its in-flight limit", retry_after_s=0.1)
         self._inflight += 1
         try:
             yield
         finally:
             self._inflight -= 1
+            if asking:
+                self._asking = False
 
     def _task(self, text: str, options: job_pb2.SubmitOptions) -> job_pb2.InferenceTask:
         now = time.time()
@@ -101,7 +95,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
         validation.check_options(request.options)
         validation.check_idempotency_key(request.idempotency_key)
         idempotency_key = access.scoped(request.idempotency_key)
-        with self._permit(), self._room():
+        with self._admit():
             task = self._task(text, request.options)
             if idempotency_key:
                 job, created = await self._store.create(_queued(task), idempotency_key)
@@ -173,7 +167,7 @@ class InferenceServicer(inference_pb2_grpc.InferenceServiceServicer):
             list(request.texts), self._settings.max_batch_items, self._settings.max_text_chars
         )
         validation.check_options(request.options)
-        with self._permit(), self._room():
+        with self._admit():
             tasks = [self._task(text, request.options) for text in texts]
             jobs = [_queued(task) for task in tasks]
             await self._store.create_many(jobs)

@@ -38,9 +38,13 @@ class CountingBroker(MemoryBroker):
         return await super().publish(tasks, parents, whole)
 
 
-def servicer(hold_s: float) -> tuple[InferenceServicer, MemoryJobStore, CountingBroker]:
-    store, broker = MemoryJobStore(), CountingBroker(max_length=1)
-    settings = IngressSettings(broker=BrokerSettings(max_length=1), queue_full_hold_s=hold_s)
+def servicer(
+    hold_s: float, max_length: int = 1, max_inflight: int = 2048
+) -> tuple[InferenceServicer, MemoryJobStore, CountingBroker]:
+    store, broker = MemoryJobStore(), CountingBroker(max_length)
+    settings = IngressSettings(
+        broker=BrokerSettings(max_length=max_length), queue_full_hold_s=hold_s, max_inflight=max_inflight
+    )
     return InferenceServicer(settings, store, broker, Backlog(store)), store, broker
 
 
@@ -116,3 +120,17 @@ async def test_while_one_call_asks_a_slow_broker_again_the_others_are_refused_at
     await (await anext(deliveries)).ack()  # and room is made again
     await submit(ingress, "and the calls after it go through")  # the queue no longer counts as full
     assert broker.publishes == 4
+
+
+async def test_past_the_in_flight_limit_a_call_is_refused_at_once() -> None:
+    ingress, _, broker = servicer(hold_s=0.05, max_length=10, max_inflight=1)
+    broker.answering.clear()
+    first = asyncio.ensure_future(submit(ingress, "in flight"))
+    await asyncio.sleep(0.01)
+    with pytest.raises(QueueFull) as refused:
+        await asyncio.wait_for(submit(ingress, "one too many"), 0.1)
+    assert "in-flight limit" in str(refused.value) and broker.publishes == 1
+    broker.answering.set()
+    await first
+    await submit(ingress, "taken once the first is answered")
+    assert broker.publishes == 2
