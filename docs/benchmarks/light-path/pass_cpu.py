@@ -1,0 +1,184 @@
+"""A lone pass in the pipeline runs 1-3 ms over the same pass timed beside an idle stack. Is that
+the other processes' CPU during the pass (on 2 vCPUs, whatever runs then takes a core from one of
+the pass's two threads)? Run in a checkout with `pass_cpu.patch` applied (experiment only): the
+batcher then reads, before and after each pass, its own CPU, its event loop thread's, and each
+other process's (the ingress, the stream service, RabbitMQ, Redis and this process, the client),
+from their CPU clocks. One default fp32 stack, one job every 1/RATE s, ROUNDS rounds of 200; each
+round's reference is the bare spaced pass timed in this process before and after it, with the
+same clocks read around each reference pass. Prints one line per round, then every lone pass
+pooled: its time over its round's reference by how much CPU the other processes took during it.
+With the patch as it stands the batcher also times the pass inside the lane's thread, so the
+loop's hand-offs to the thread and back are read apart from it. With `ab`, the patched batcher
+writes no RUNNING record for every second lone pass (RUNNING_AFTER_AB), and the lone passes and
+their jobs' end to end are read per arm. Writes each lone pass (and each reference pass) to OUT
+as JSON; `pass_cpu.py read OUT` prints the summary of a run again.
+
+    git worktree add /tmp/pcpu HEAD && cd /tmp/pcpu && git apply docs/benchmarks/light-path/pass_cpu.patch
+    PYTHONPATH=src:services:. $VENV/bin/python docs/benchmarks/light-path/pass_cpu.py RATE ROUNDS OUT [ab]
+
+($VENV: the main checkout's .venv.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import batching, stack, workload
+
+OTHERS = ("ingress", "stream", "rabbitmq", "redis", "client")
+BUSY_MS = 0.15  # a pass with more of the ingress's CPU in it than this overlapped a Submit
+
+
+def clocks(pids: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far of each named group of processes (their CPU clocks: CPUCLOCK_SCHED)."""
+    return {name: sum(time.clock_gettime((~pid << 3) | 2) for pid in group) for name, group in pids.items()}
+
+
+def reference(
+    model: Any, encoded: list[Any], gap_s: float, pids: dict[str, list[int]]
+) -> list[dict[str, Any]]:
+    """bench.batching.timed_single_passes' spaced passes, each with every process's CPU during it."""
+    passes = []
+    for _ in range(3):
+        for e in batching.typical_sentences(encoded):
+            batching.timed_pass(model.predict, e)  # back to back, as the benchmark's reference
+        for e in batching.typical_sentences(encoded):
+            time.sleep(gap_s)
+            before = clocks(pids)
+            ms = batching.timed_pass(model.predict, e)
+            after = clocks(pids)
+            passes.append({"ms": ms, "cpu_ms": {k: (after[k] - before[k]) * 1000 for k in after}})
+    return passes
+
+
+def others(record: dict[str, Any]) -> float:
+    return float(sum(v for k, v in record["cpu_ms"].items() if k in OTHERS))
+
+
+def main() -> None:
+    rate = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    out = Path(sys.argv[3]) if len(sys.argv) > 3 else Path("pass-cpu.json")
+    ab = {"RUNNING_AFTER_AB": "1"} if len(sys.argv) > 4 and sys.argv[4] == "ab" else {}
+    log = Path(tempfile.mkdtemp()) / "passes.jsonl"
+    path = workload.build_model()
+    bare, encoded = workload.warm_model(path, "fp32", 2)
+    env, batchers = batching.stack_env("default", path, "fp32")
+    median = statistics.median
+    kept: list[dict[str, Any]] = []
+    with stack.start(
+        "local", {**env, "PASS_CPU_LOG": str(log), **ab}, batchers=batchers, envoy=False
+    ) as targets:
+        pids = {k: v for k, v in targets.pids.items() if k in OTHERS} | {"client": [os.getpid()]}
+        Path(str(log) + ".pids").write_text(json.dumps(pids))
+        batching.warm(targets.ingress)
+        for round_ in range(rounds):
+            before = reference(bare, encoded, 1 / rate, pids)
+            seen = len(log.read_text().splitlines())
+            texts = workload.sentences(200, seed=7 + round_)
+            baseline = asyncio.run(batching.finished_count(targets.ingress))
+            ids, _, _ = asyncio.run(batching.open_loop(targets.ingress, texts, rate))
+            jobs = asyncio.run(batching.collect(targets.ingress, ids, baseline))
+            e2e = {j.job_id: batching.e2e_ms(j) for j in jobs}
+            after = reference(bare, encoded, 1 / rate, pids)
+            ref_ms = median([p["ms"] for p in before + after])
+            lone = [json.loads(line) for line in log.read_text().splitlines()[seen:]]
+            lone = [
+                p
+                | {
+                    "round": round_,
+                    "over_ms": p["ms"] - ref_ms,
+                    "e2e_over_ms": e2e.get(p["job"], 0.0) - ref_ms,
+                }
+                for p in lone
+                if p["size"] == 1
+            ]
+            kept += lone
+            for p in before + after:
+                kept.append(p | {"round": round_, "reference": True, "over_ms": p["ms"] - ref_ms})
+            per = {k: median([p["cpu_ms"].get(k, 0.0) for p in lone]) for k in (*OTHERS, "batcher loop")}
+            print(
+                f"{time.strftime('%H:%M:%S')} round {round_ + 1} at {rate:g}/s: reference {ref_ms:.2f} ms "
+                f"(others' CPU in it, median {median([others(p) for p in before + after]):.2f} ms); "
+                f"{len(lone)} lone passes ({sum(p['wide'] for p in lone)} wide), median "
+                f"{median([p['ms'] for p in lone]):.2f} ms ({median([p['over_ms'] for p in lone]):+.2f}); "
+                f"others' CPU in them, median {median([others(p) for p in lone]):.2f} ms: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in per.items()),
+                flush=True,
+            )
+    out.write_text(json.dumps(kept))
+    summarize(kept)
+
+
+def summarize(kept: list[dict[str, Any]]) -> None:
+    median = statistics.median
+    wide = sorted((p for p in kept if not p.get("reference") and p["wide"]), key=others)
+    print(f"{len(wide)} wide lone passes, by the other processes' CPU during them (terciles):")
+    third = len(wide) // 3
+    parts = {"low": wide[:third], "middle": wide[third : 2 * third], "high": wide[2 * third :]}
+    for name, part in parts.items():
+        print(
+            f"  {name:>6}: others' CPU {others(part[0]):.2f}-{others(part[-1]):.2f} ms (median "
+            f"{median([others(p) for p in part]):.2f}); pass over its round's reference, median "
+            f"{median([p['over_ms'] for p in part]):+.2f} ms; the batcher's loop "
+            f"{median([p['cpu_ms']['batcher loop'] for p in part]):.2f} ms"
+        )
+    for arm, name in ((False, "RUNNING written beside the pass"), (True, "no RUNNING")):
+        part = [p for p in kept if not p.get("reference") and p.get("after") is arm]
+        if part:
+            rounds_over = [
+                median([p["e2e_over_ms"] for p in part if p["round"] == r])
+                for r in sorted({p["round"] for p in part})
+            ]
+
+            def m(key: str, part: list[dict[str, Any]] = part) -> float:
+                return float(median([p["cpu_ms"][key] for p in part]))
+
+            over = median([p["over_ms"] for p in part])
+            print(
+                f"{name}: {len(part)} lone passes, over the reference median {over:+.2f} ms; others' CPU in "
+                f"them {median([others(p) for p in part]):.2f} ms (stream {m('stream'):.2f}, redis "
+                f"{m('redis'):.2f}); e2e p50 over the reference per round "
+                + ", ".join(f"{v:+.2f}" for v in rounds_over)
+            )
+    if wide and "thread_ms" in wide[0]:  # the patch's hand-offs, timed
+
+        def mid(key: str) -> float:
+            return float(median([p[key] for p in wide]))
+
+        in_thread_over = median([p["thread_ms"] - p["ms"] + p["over_ms"] for p in wide])  # - the reference
+        print(
+            f"wide lone passes, medians: in the lane's thread {mid('thread_ms'):.2f} ms, over its round's "
+            f"reference {in_thread_over:+.2f}; the loop to the thread {mid('to_thread_ms'):.2f} ms, the "
+            f"thread back to the loop {mid('to_loop_ms'):.2f} ms"
+        )
+        # A pass during which the ingress worked (a Submit's tail, or the next one) against the rest.
+        busy = [p for p in wide if p["cpu_ms"]["ingress"] > BUSY_MS]
+        quiet = [
+            p for p in wide if p["cpu_ms"]["ingress"] <= BUSY_MS and p["cpu_ms"]["rabbitmq"] <= BUSY_MS / 5
+        ]
+        for name, part in (("the ingress busy in them", busy), ("the ingress and RabbitMQ quiet", quiet)):
+            over = median([p["over_ms"] for p in part])
+            in_thread = median([p["thread_ms"] - p["ms"] + p["over_ms"] for p in part])
+            print(
+                f"  {len(part)} with {name}: over the reference {over:+.2f} ms, "
+                f"in the thread {in_thread:+.2f}"
+            )
+    refs = [p for p in kept if p.get("reference")]
+    idle = median([others(p) - p["cpu_ms"]["client"] for p in refs])  # the client ran these passes
+    print(f"reference passes: the other services' CPU in them, median {idle:.2f} ms")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["read"]:  # pass_cpu.py read OUT: the summary of a run's passes again
+        summarize(json.loads(Path(sys.argv[2]).read_text()))
+    else:
+        main()
