@@ -146,8 +146,8 @@ def summarize(kept: list[dict[str, Any]]) -> None:
             print(
                 f"{name}: {len(part)} lone passes, over the reference median {over:+.2f} ms; others' CPU in "
                 f"them {median([others(p) for p in part]):.2f} ms (stream {m('stream'):.2f}, redis "
-                f"{m('redis'):.2f}); e2e p50 over the reference per round "
-                + ", ".join(f"{v:+.2f}" for v in rounds_over)
+                f"{m('redis'):.2f}), the batcher's loop {m('batcher loop'):.2f}; e2e p50 over the reference "
+                f"per round " + ", ".join(f"{v:+.2f}" for v in rounds_over)
             )
     if wide and "thread_ms" in wide[0]:  # the patch's hand-offs, timed
 
