@@ -43,7 +43,7 @@ import sys
 import textwrap
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,6 +219,24 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
+async def paced(
+    count: int, rate: float, send: Callable[[int], Awaitable[str]]
+) -> tuple[list[str], float, float]:
+    """Call send(i) at start + i / rate for i < count, open loop; what the calls return, the wall
+    time and the p99 send lag (ms)."""
+    start = time.perf_counter() + 0.05
+    lags: list[float] = []
+
+    async def one(i: int) -> str:
+        scheduled = start + i / rate
+        await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
+        lags.append((time.perf_counter() - scheduled) * 1000)
+        return await send(i)
+
+    ids = await asyncio.gather(*(one(i) for i in range(count)))
+    return list(ids), time.perf_counter() - start, pct(lags, 99)
+
+
 async def open_loop(
     target: str, texts: list[str], rate: float, round_trips: list[float] | None = None
 ) -> tuple[list[str], float, float]:
@@ -226,21 +244,15 @@ async def open_loop(
     Each Submit's round trip (ms, as the client saw it) goes to `round_trips` if given."""
     async with grpc.aio.insecure_channel(target) as channel:
         inference = inference_pb2_grpc.InferenceServiceStub(channel)
-        start = time.perf_counter() + 0.05
-        lags: list[float] = []
 
-        async def one(i: int) -> str:
-            scheduled = start + i / rate
-            await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
-            lags.append((time.perf_counter() - scheduled) * 1000)
+        async def submit(i: int) -> str:
             sent = time.perf_counter()
             answer = await inference.Submit(inference_pb2.SubmitRequest(text=texts[i]), timeout=30)
             if round_trips is not None:
                 round_trips.append((time.perf_counter() - sent) * 1000)
             return answer.job_id
 
-        ids = await asyncio.gather(*(one(i) for i in range(len(texts))))
-        return list(ids), time.perf_counter() - start, pct(lags, 99)
+        return await paced(len(texts), rate, submit)
 
 
 async def backlog(target: str, texts: list[str]) -> list[str]:

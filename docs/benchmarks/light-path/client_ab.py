@@ -27,17 +27,13 @@ SUBMIT_PATH = "/batchline.v1.InferenceService/Submit"
 
 
 async def open_loop_h2(target: str, texts: list[str], rate: float) -> tuple[list[str], float, float]:
-    """batching.open_loop's schedule, each Submit a stream on one held HTTP/2 connection."""
+    """batching.open_loop's schedule (batching.paced), each Submit a stream on one held HTTP/2
+    connection."""
     pool = h2.Pool(target, 1, connect_timeout=10)
     await pool.connect()
     block = h2.request_block(pool.authority, SUBMIT_PATH, {}, 30)
-    start = time.perf_counter() + 0.05
-    lags: list[float] = []
 
-    async def one(i: int) -> str:
-        scheduled = start + i / rate
-        await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
-        lags.append((time.perf_counter() - scheduled) * 1000)
+    async def submit(i: int) -> str:
         payload = inference_pb2.SubmitRequest(text=texts[i]).SerializeToString()
         outcome = grpc_outcome(await pool.request(block, grpc_frame(payload)), inference_pb2.SubmitResponse)
         if outcome.code != 0:
@@ -46,10 +42,9 @@ async def open_loop_h2(target: str, texts: list[str], rate: float) -> tuple[list
         return outcome.response.job_id
 
     try:
-        ids = await asyncio.gather(*(one(i) for i in range(len(texts))))
+        return await batching.paced(len(texts), rate, submit)
     finally:
         await pool.close()
-    return list(ids), time.perf_counter() - start, batching.pct(lags, 99)
 
 
 SENDERS = {"grpc.aio": batching.open_loop, "h2": open_loop_h2}
