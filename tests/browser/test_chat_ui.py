@@ -71,7 +71,7 @@ def test_chat_ui_in_chromium(services: list[Service], clean_env: None, tmp_path:
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     counts = dict(re.findall(r"\u2139 (tests|pass|fail) (\d+)", result.stdout))  # node's "i" lines
-    assert counts == {"tests": "8", "pass": "8", "fail": "0"}, result.stdout[-3000:]
+    assert counts == {"tests": "9", "pass": "9", "fail": "0"}, result.stdout[-3000:]
     for shot in (
         "chat-desktop.png",
         "chat-batch.png",

@@ -98,6 +98,24 @@ test("a 2,001-character input shows the server's field error", async () => {
   await page.close();
 });
 
+test("a message sent before the page has its API address goes out once it has", async () => {
+  // The box takes input while /config.json is in flight; hold that response to widen the gap.
+  const page = await browser.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  const held: Route[] = [];
+  await page.route("**/config.json", (route) => void held.push(route));
+  await page.goto(UI_URL, { waitUntil: "commit" });
+  while (held.length === 0) await page.waitForTimeout(20); // the UI's script runs and asks
+  await page.locator("#input").fill("sent while the page was starting, and I loved it");
+  await page.keyboard.press("Enter");
+  await lastReply(page).locator("article.job").waitFor();
+  assert.equal(await page.locator("#input").inputValue(), "");
+  for (const route of held) await route.continue();
+  await page.unroute("**/config.json");
+  await lastReply(page).locator("article.job[data-status=DONE]").waitFor();
+  await page.close();
+});
+
 test("keyboard only: the box has focus, Enter sends, Tab order is box then Send, skip link works", async () => {
   const page = await open();
   const focused = () => page.evaluate(() => document.activeElement?.id || document.activeElement?.textContent || "");

@@ -41,6 +41,10 @@ const dom = {
 // The API key lives for this tab only (sessionStorage): never in localStorage, never in a URL.
 const KEY_STORAGE = "batchline.apiKey";
 
+// Where the API lives (from ?api= or /config.json). The box takes input before this settles;
+// anything sent meanwhile waits on it rather than being dropped.
+const apiReady: Promise<Api> = apiUrl(window.location).then((url) => new Api(url, apiKey));
+
 const state = {
   conversations: load(localStorage),
   activeId: "",
@@ -177,14 +181,15 @@ function showBanner(text: string): void {
 
 async function send(input: string): Promise<void> {
   const lines = jobLines(input);
-  if (lines.length === 0 || !state.api) return;
+  if (lines.length === 0) return;
   const turn: Turn = { id: crypto.randomUUID(), input, jobs: lines.map((text) => ({ jobId: "", text, status: "SUBMITTING" })) };
   addTurn(active(), turn);
   render();
+  const api = await apiReady; // a message typed before /config.json arrived waits for it
   for (let attempt = 0; ; attempt++) {
     const sentWith = apiKey();
     try {
-      const ids = await state.api.submit(lines);
+      const ids = await api.submit(lines);
       turn.jobs = lines.map((text, i) => ({ jobId: ids[i] ?? "", text, status: "QUEUED" }));
       showBanner("");
       render();
@@ -343,8 +348,8 @@ dom.keyForm.addEventListener("submit", (event) => {
   dom.input.focus();
 });
 
-dom.input.focus(); // before the config fetch below, so typing can start as soon as the page shows
-state.api = new Api(await apiUrl(window.location), apiKey);
+dom.input.focus(); // before the config fetch completes, so typing can start as soon as the page shows
+state.api = await apiReady;
 document.body.dataset.api = state.api.baseUrl;
 render();
 for (const conversation of state.conversations) {
