@@ -164,6 +164,21 @@ def e2e_ms(job: job_pb2.Job) -> float:
     return (codec.seconds(job.trace.finished_at) - codec.seconds(job.trace.accepted_at)) * 1000
 
 
+def over_reference(jobs: list[job_pb2.Job], reference_ms: float) -> str:
+    """The light-path scripts' reading of a round of lone jobs (DONE ones) against the bare
+    spaced pass timed around it: e2e p50 and the trace's pass p50 over the pass, and the p50 of
+    accepted -> started."""
+    done = [j for j in jobs if j.status == codec.DONE]
+    e2e = statistics.median(map(e2e_ms, done))
+    compute = statistics.median(j.trace.inference_ms for j in done)
+    started = [(codec.seconds(j.trace.started_at) - codec.seconds(j.trace.accepted_at)) * 1000 for j in done]
+    return (
+        f"reference {reference_ms:.2f} ms; e2e p50 over it {e2e - reference_ms:+.2f}, the trace's pass "
+        f"over it {compute - reference_ms:+.2f}, accepted->started {statistics.median(started):.2f}; "
+        f"done {len(done)}/{len(jobs)}"
+    )
+
+
 def warm(ingress: str) -> None:
     """The first calls through a fresh stack: a backlog of 32 sentences, submitted and read back."""
     asyncio.run(collect(ingress, asyncio.run(backlog(ingress, sentences(32, seed=1))), 0))

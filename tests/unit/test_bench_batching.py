@@ -447,3 +447,24 @@ async def test_the_open_loop_hands_back_each_submits_round_trip_as_the_client_sa
         assert (await batching.open_loop(f"127.0.0.1:{port}", texts[:2], 100.0))[0] == texts[:2]
     finally:
         await server.stop(0)
+
+
+def test_a_light_round_is_read_over_the_reference_pass_from_the_done_jobs_traces() -> None:
+    from batchline import codec
+    from batchline.v1 import job_pb2
+
+    def job(status: int, started_ms: float, compute_ms: float, finished_ms: float) -> job_pb2.Job:
+        trace = job_pb2.Trace(
+            accepted_at=codec.ts_from_seconds(100.0),
+            started_at=codec.ts_from_seconds(100.0 + started_ms / 1000),
+            finished_at=codec.ts_from_seconds(100.0 + finished_ms / 1000),
+            inference_ms=compute_ms,
+        )
+        return job_pb2.Job(status=status, trace=trace)
+
+    jobs = [job(codec.DONE, 3, 26, 30), job(codec.DONE, 2, 27, 32), job(codec.DONE, 4, 28, 34)]
+    jobs.append(job(codec.FAILED, 500, 900, 1000))  # not read: only finished jobs say what a pass costs
+    assert batching.over_reference(jobs, 25.0) == (
+        "reference 25.00 ms; e2e p50 over it +7.00, the trace's pass over it +2.00, accepted->started 3.00; "
+        "done 3/4"
+    )

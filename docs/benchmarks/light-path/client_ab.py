@@ -17,7 +17,6 @@ import statistics
 import sys
 import time
 
-from batchline import codec
 from batchline.v1 import inference_pb2
 from bench import batching, stack, workload
 from bench.load import h2
@@ -69,15 +68,10 @@ def main() -> None:
             jobs = asyncio.run(batching.collect(targets.ingress, ids, baseline))
             _, after = batching.timed_single_passes(bare, encoded, 1 / rate)
             reference = statistics.median(before + after)
-            t = [j.trace for j in jobs if j.status == codec.DONE]
-            p50 = statistics.median
-            e2e = p50([(codec.seconds(x.finished_at) - codec.seconds(x.accepted_at)) * 1000 for x in t])
-            started = p50([(codec.seconds(x.started_at) - codec.seconds(x.accepted_at)) * 1000 for x in t])
             print(
-                f"{time.strftime('%H:%M:%S')} round {round_ + 1} {name:>8} at {rate:g}/s: reference "
-                f"{reference:.2f} ms; e2e p50 over it {e2e - reference:+.2f}, the trace's pass over it "
-                f"{p50([x.inference_ms for x in t]) - reference:+.2f}, accepted->started {started:.2f}; "
-                f"client CPU {cpu_ms:.2f} ms/job; send lag p99 {lag:.1f} ms; done {len(t)}/{len(ids)}",
+                f"{time.strftime('%H:%M:%S')} round {round_ + 1} {name:>8} at {rate:g}/s: "
+                f"{batching.over_reference(jobs, reference)}; client CPU {cpu_ms:.2f} ms/job; "
+                f"send lag p99 {lag:.1f} ms",
                 flush=True,
             )
 

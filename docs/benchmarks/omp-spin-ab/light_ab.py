@@ -17,7 +17,6 @@ import sys
 import time
 from contextlib import ExitStack
 
-from batchline import codec
 from bench import batching, stack, workload
 
 
@@ -48,15 +47,9 @@ def main() -> None:
             wide = batching.pass_widths(t.metrics["batcher"])["wide"] - widths["wide"]
             _, after = batching.timed_single_passes(bare, encoded, 1 / rate)
             reference = statistics.median(before + after)
-            done = [j.trace for j in jobs if j.status == codec.DONE]
-            p50 = statistics.median
-            e2e = p50([(codec.seconds(x.finished_at) - codec.seconds(x.accepted_at)) * 1000 for x in done])
-            started = p50([(codec.seconds(x.started_at) - codec.seconds(x.accepted_at)) * 1000 for x in done])
             print(
-                f"{time.strftime('%H:%M:%S')} round {round_ + 1} {name:>12} at {rate:g}/s: reference "
-                f"{reference:.2f} ms; e2e p50 over it {e2e - reference:+.2f}, the trace's pass over it "
-                f"{p50([x.inference_ms for x in done]) - reference:+.2f}, accepted->started {started:.2f}; "
-                f"wide {wide:.0f}; send lag p99 {lag:.1f} ms; done {len(done)}/{len(ids)}",
+                f"{time.strftime('%H:%M:%S')} round {round_ + 1} {name:>12} at {rate:g}/s: "
+                f"{batching.over_reference(jobs, reference)}; wide {wide:.0f}; send lag p99 {lag:.1f} ms",
                 flush=True,
             )
 
