@@ -453,7 +453,9 @@ def test_a_light_round_is_read_over_the_reference_pass_from_the_done_jobs_traces
     from batchline import codec
     from batchline.v1 import job_pb2
 
-    def job(status: int, started_ms: float, compute_ms: float, finished_ms: float) -> job_pb2.Job:
+    def job(
+        status: job_pb2.JobStatus.ValueType, started_ms: float, compute_ms: float, finished_ms: float
+    ) -> job_pb2.Job:
         trace = job_pb2.Trace(
             accepted_at=codec.ts_from_seconds(100.0),
             started_at=codec.ts_from_seconds(100.0 + started_ms / 1000),
