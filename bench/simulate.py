@@ -110,6 +110,7 @@ def simulate(
     lanes: int = 1,
     narrow_ratio: float = NARROW_RATIO,
     even: bool = False,
+    planned_s: Callable[[int, int, int], float] | None = None,
 ) -> dict[str, float]:
     """p50/p99 latency (arrival -> result, ms) and mean batch size of `jobs` Poisson arrivals, or
     with `even` arrivals evenly spaced, as the batching benchmark sends them.
@@ -120,7 +121,11 @@ def simulate(
     does; a pass that would run alone takes every lane when `runs_wide` says so, with the
     arrivals' measured hold-up, as the batcher decides it. Unlike the batcher, every pass here
     costs what the model says, so there is nothing to learn from lone passes in traffic
-    (`LoneWidths`) and no exploring pass on the other width."""
+    (`LoneWidths`) and no exploring pass on the other width.
+
+    `planned_s`, if given, is what the policy and the width rule plan with in place of
+    `forward_s`, while the passes still take `forward_s`: a batcher plans with the line it fits
+    to what its model counts, which need not be what a pass costs."""
     rng = random.Random(seed)
     arrivals, t = [], 0.0
     for text in sentences(jobs, seed=seed):
@@ -129,6 +134,11 @@ def simulate(
 
     def lane_s(size: Any, longest: Any, real: Any) -> Any:
         return forward_s(size, longest, real) * (narrow_ratio if lanes > 1 else 1.0)
+
+    plan = planned_s or forward_s
+
+    def planned_lane_s(size: Any, longest: Any, real: Any) -> Any:
+        return plan(size, longest, real) * (narrow_ratio if lanes > 1 else 1.0)
 
     measured = ArrivalRate()
     now, nxt = 0.0, 0
@@ -149,7 +159,7 @@ def simulate(
         free = lanes - len(running) if not any(wide for *_, wide in running) else 0
         wake = math.inf  # the policy's wait, if it waits
         if free and waiting:
-            decision = next_batch(waiting, now, policy, Load(measured.rate(now), lane_s))
+            decision = next_batch(waiting, now, policy, Load(measured.rate(now), planned_lane_s))
             if decision.take:
                 chosen = set(decision.take)
                 batch = [waiting[i] for i in decision.take]
@@ -157,9 +167,13 @@ def simulate(
                 shape = len(batch), max(j.tokens for j in batch), sum(j.tokens for j in batch)
                 wide = lanes > 1 and not running and not waiting
                 if wide:  # alone: the width rule, as the batcher applies it
-                    wide_s = forward_s(*shape)
+                    wide_s = plan(*shape)
                     wide = runs_wide(
-                        shape[0], lane_s(*shape), wide_s, measured.rate(now), measured.held_up(now, wide_s)
+                        shape[0],
+                        planned_lane_s(*shape),
+                        wide_s,
+                        measured.rate(now),
+                        measured.held_up(now, wide_s),
                     )
                 seconds = (forward_s if wide else lane_s)(*shape) * rng.uniform(1 - noise, 1 + noise)
                 running.append((now + seconds, batch, wide))

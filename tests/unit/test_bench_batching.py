@@ -246,6 +246,23 @@ def test_with_the_packed_pass_the_simulated_default_keeps_fifos_tail_near_the_li
     assert grouping["p99_ms"] > fifo["p99_ms"] and grouping["padding"] > fifo["padding"]
 
 
+def test_the_simulated_policy_plans_with_its_own_line_while_passes_cost_what_they_cost() -> None:
+    from bench.simulate import PASS_COSTS, POLICIES, pass_time, simulate
+
+    counted = pass_time("packed", *PASS_COSTS["packed"])  # padding nearly free: grouping saves < 2%
+
+    def padding_costly(size: int, longest: int, real: int) -> float:  # every padded place a token
+        return counted(size, longest, size * longest)
+
+    def burst(**given: object) -> dict[str, float]:
+        return simulate(POLICIES["default"], 100000.0, padding_costly, jobs=600, **given)  # type: ignore[arg-type]
+
+    fifo = simulate(POLICIES["16:0"], 100000.0, padding_costly, jobs=600)
+    assert burst(planned_s=counted)["padding"] == fifo["padding"]  # planned as counted: FIFO's batches
+    assert burst()["padding"] > fifo["padding"] + 0.1  # planned as it costs: grouped by length
+    assert burst()["p99_ms"] < fifo["p99_ms"]  # and the passes it saves show in the drain
+
+
 def test_two_simulated_lanes_run_a_lone_job_on_both_threads_and_hold_a_rate_one_lane_cannot() -> None:
     from bench.simulate import PASS_COSTS, POLICIES, pass_time, simulate
 
