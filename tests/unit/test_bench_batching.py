@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -251,11 +252,11 @@ def test_the_simulated_policy_plans_with_its_own_line_while_passes_cost_what_the
 
     counted = pass_time("packed", *PASS_COSTS["packed"])  # padding nearly free: grouping saves < 2%
 
-    def padding_costly(size: int, longest: int, real: int) -> float:  # every padded place a token
+    def padding_costly(size: Any, longest: Any, real: Any) -> Any:  # every padded place a token; arrays too
         return counted(size, longest, size * longest)
 
-    def burst(**given: object) -> dict[str, float]:
-        return simulate(POLICIES["default"], 100000.0, padding_costly, jobs=600, **given)  # type: ignore[arg-type]
+    def burst(planned_s: Callable[[int, int, int], float] | None = None) -> dict[str, float]:
+        return simulate(POLICIES["default"], 100000.0, padding_costly, jobs=600, planned_s=planned_s)
 
     fifo = simulate(POLICIES["16:0"], 100000.0, padding_costly, jobs=600)
     assert burst(planned_s=counted)["padding"] == fifo["padding"]  # planned as counted: FIFO's batches
