@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +33,13 @@ OUT = ROOT / "docs" / "benchmarks"
 
 @dataclass(frozen=True)
 class Column:
-    """One target: its heading, how to read the value from a summary, and whether it is met
-    (from the value, and the summary for a target with a second condition)."""
+    """One column: its heading, how to read the value from a summary, and for a target whether it
+    is met (from the value, and the summary for a target with a second condition); None for a
+    measurement with no target."""
 
     heading: str
     value: Callable[[dict[str, Any]], float | None]
-    met: Callable[[float, dict[str, Any]], bool]
+    met: Callable[[float, dict[str, Any]], bool] | None
     digits: int = 2
     suffix: str = ""
     aside: Callable[[dict[str, Any]], str] = lambda summary: ""  # another reading, after the value
@@ -53,6 +55,16 @@ def _get(*path: str) -> Callable[[dict[str, Any]], float | None]:
                 return None
             value = value[key]
         return None if value is None else float(value)
+
+    return read
+
+
+def _ratio(top: str, bottom: str) -> Callable[[dict[str, Any]], float | None]:
+    """`top` over `bottom` in a summary, or None where the run measured only one of them."""
+
+    def read(summary: dict[str, Any]) -> float | None:
+        a, b = summary.get(top), summary.get(bottom)
+        return None if a is None or not b else float(a) / float(b)
 
     return read
 
@@ -114,6 +126,28 @@ BATCHING = [
         _get("default_vs_best_p99_ratio"),
         lambda v, _: v <= 1.1,
         aside=control_aside,
+    ),
+]
+
+
+# What the targets are read against, and what decides two of the defaults (`PRECISION`,
+# `MODEL_LANES`): measured in the same runs, no target of their own.
+SPEEDS = [
+    Column("bare fp32, sequences/s", _get("bare_fp32_throughput_per_s"), None, 0),
+    Column("bare bf16, sequences/s", _get("bare_bf16_throughput_per_s"), None, 0),
+    Column("bf16 / fp32", _ratio("bare_bf16_throughput_per_s", "bare_fp32_throughput_per_s"), None),
+    Column(
+        "stack's capacity / bare fp32", _ratio("stack_capacity_per_s", "bare_fp32_throughput_per_s"), None
+    ),
+    Column(
+        "two lanes / one, fp32",
+        _ratio("saturation_fp32_jobs_per_s", "saturation_one_lane_fp32_jobs_per_s"),
+        None,
+    ),
+    Column(
+        "two lanes / one, bf16",
+        _ratio("saturation_bf16_jobs_per_s", "saturation_one_lane_bf16_jobs_per_s"),
+        None,
     ),
 ]
 
@@ -226,20 +260,40 @@ def load_runs(folder: Path) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda run: run["when"])
 
 
-def _tally(rows: list[list[tuple[float | None, bool | None]]], width: int) -> list[str]:
+Row = list[tuple[float | None, bool | None]]  # one run's (value, met) per column
+
+
+def _tally(rows: list[Row], columns: list[Column]) -> list[str]:
     """'k of n': per column, how many of the runs that measured it met the target."""
     cells = []
-    for column in range(width):
-        verdicts = [met for row in rows if (met := row[column][1]) is not None]
+    for index in range(len(columns)):
+        verdicts = [met for row in rows if (met := row[index][1]) is not None]
         cells.append(f"{sum(verdicts)} of {len(verdicts)}" if verdicts else "-")
     return cells
 
 
-def _table(
-    runs: list[dict[str, Any]],
-    columns: list[Column],
-    read: Callable[[dict[str, Any]], list[tuple[float | None, bool | None]]],
-) -> list[str]:
+def _spread(rows: list[Row], columns: list[Column]) -> list[str]:
+    """'lowest-highest (median m, n runs)', or one value and its count where all read the same:
+    per column, over the runs that measured it."""
+    cells = []
+    for index, column in enumerate(columns):
+        values = sorted(v for row in rows if (v := row[index][0]) is not None)
+        if not values:
+            cells.append("-")
+            continue
+        low, high, middle = (
+            f"{v:,.{column.digits}f}" for v in (values[0], values[-1], statistics.median(values))
+        )
+        runs = f"{len(values)} run{'s' if len(values) > 1 else ''}"
+        cells.append(f"{low} ({runs})" if low == high else f"{low}-{high} (median {middle}, {runs})")
+    return cells
+
+
+def _table(runs: list[dict[str, Any]], columns: list[Column]) -> list[str]:
+    """One row per run, then per column over all runs and over each machine kind's: how many met
+    the target (columns with one) or the range of the values (columns without)."""
+    targets = all(column.met is not None for column in columns)
+    summarize, label = (_tally, "met") if targets else (_spread, "range")
     headings = [column.heading for column in columns]
     lines = [
         "| report | measured | machine | " + " | ".join(headings) + " |",
@@ -247,7 +301,7 @@ def _table(
     ]
     rows = []
     for run in runs:
-        row = read(run)
+        row = read(run["summary"], columns)
         rows.append(row)
         cells = [
             _cell(v, m, c.digits, c.suffix) + c.aside(run["summary"])
@@ -259,22 +313,22 @@ def _table(
             + " |"
         )
     kinds = sorted({machine_kind(run["machine"]) for run in runs})
-    lines.append("| **met, all runs** | | | " + " | ".join(_tally(rows, len(columns))) + " |")
+    lines.append(f"| **{label}, all runs** | | | " + " | ".join(summarize(rows, columns)) + " |")
     for kind in kinds:
         mine = [row for row, run in zip(rows, runs, strict=True) if machine_kind(run["machine"]) == kind]
-        lines.append(f"| met, {kind} | | | " + " | ".join(_tally(mine, len(columns))) + " |")
+        lines.append(f"| {label}, {kind} | | | " + " | ".join(summarize(mine, columns)) + " |")
     return lines
+
+
+def read(summary: dict[str, Any], columns: list[Column]) -> Row:
+    """Each column's value in a run's summary, and whether it meets the column's target (None
+    where the run did not measure it, or the column has no target)."""
+    values = [(column, column.value(summary)) for column in columns]
+    return [(v, None if v is None or c.met is None else c.met(v, summary)) for c, v in values]
 
 
 def markdown(folder: Path) -> str:
     batching, load, unread = batching_runs(folder), load_runs(folder), without_summary(folder)
-
-    def reader(columns: list[Column]) -> Callable[[dict[str, Any]], list[tuple[float | None, bool | None]]]:
-        def read(run: dict[str, Any]) -> list[tuple[float | None, bool | None]]:
-            values = [(column, column.value(run["summary"])) for column in columns]
-            return [(v, None if v is None else c.met(v, run["summary"])) for c, v in values]
-
-        return read
 
     lines = [
         "# Every kept run, against the targets",
@@ -307,9 +361,22 @@ def markdown(folder: Path) -> str:
         "fractions of the bare model's batch-16 rate, at whose 90% the stack fell behind the offered",
         "rate in most runs, so those cells' p99 measured the backlog 15 s of overload built.",
         "",
-        *_table(batching, BATCHING, reader(BATCHING)),
+        *_table(batching, BATCHING),
         "",
         *([f"Not in the table, kept with their raw output only: {', '.join(unread)}.", ""] if unread else []),
+        "## The bare model, the stack and its lanes (`make bench-batching`)",
+        "",
+        "What the batching targets are read against, and what two defaults rest on, from the same",
+        "runs: the bare model's rate at batch 16 in fp32 and in bf16 (sequences/s, timed at the start",
+        "of the run; `-` for bf16 where the CPU computes no bf16 natively), bf16 over fp32 (what",
+        "`PRECISION` trades), the stack's capacity over the bare fp32 rate (what the whole stack",
+        "completes while jobs arrive faster than it can finish them, timed from 2026-12-07 02:34 on),",
+        "and the jobs/s at saturation with two model lanes over one pass at a time on both cores, side",
+        "by side in the run (what `MODEL_LANES` trades). The last rows give each column's range over",
+        "all runs and over each machine kind's.",
+        "",
+        *_table(batching, SPEEDS),
+        "",
         "## Load (`make bench-full`)",
         "",
         "Full runs (30 s, medians of 3) on the zero-cost simulated model. The ingress is met only with",
@@ -323,7 +390,7 @@ def markdown(folder: Path) -> str:
         "go over a lean HTTP/2 client too; before, over grpc.aio's client, which cost it 1.5-1.9 times",
         "the CPU per call and stalled most of the floor's slow calls ([`h2-client-ab.md`](h2-client-ab.md)).",
         "",
-        *_table(load, LOAD, reader(LOAD)),
+        *_table(load, LOAD),
         "",
     ]
     return "\n".join(lines)

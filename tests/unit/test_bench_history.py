@@ -31,11 +31,12 @@ def load_report(folder: Path, name: str, command: str, p99_ms: float, achieved: 
     (folder / f"{name}.json").write_text(json.dumps({"meta": meta, "summary": summary, "reports": {}}))
 
 
-def rows(text: str, table: str = "batching") -> dict[str, list[str]]:
-    """Each row's cells after the first, by its first cell, in the batching or the load table."""
-    batching, load = text.split("## Load")
+def rows(text: str, section: str = "## Batching") -> dict[str, list[str]]:
+    """Each row's cells after the first, by its first cell, in the table under the heading that
+    starts with `section`."""
+    (part,) = [part for part in text.split("\n## ") if f"## {part}".startswith(section)]
     out = {}
-    for line in (batching if table == "batching" else load).splitlines():
+    for line in part.splitlines():
         if line.startswith("| ") and not line.startswith("| report"):
             cells = [cell.strip() for cell in line.strip("|").split("|")]
             out[cells[0]] = cells[1:]
@@ -112,6 +113,33 @@ def test_a_target_a_run_did_not_measure_is_not_counted(tmp_path: Path) -> None:
     assert table["met, Xeon, AMX"][2:4] == ["0 of 1", "1 of 1"]
 
 
+def test_the_bare_rates_and_the_lanes_read_as_ratios_with_each_kinds_range(tmp_path: Path) -> None:
+    rates = {"bare_fp32_throughput_per_s": 100.0, "saturation_fp32_jobs_per_s": 110.0}
+    batching_report(
+        tmp_path,
+        "batching-0800",
+        "2026-12-01 08:00",
+        XEON,
+        **rates,
+        bare_bf16_throughput_per_s=300.0,
+        stack_capacity_per_s=81.0,
+        saturation_one_lane_fp32_jobs_per_s=100.0,
+        saturation_bf16_jobs_per_s=320.0,
+        saturation_one_lane_bf16_jobs_per_s=0.0,  # a side that completed nothing is not a ratio
+    )
+    batching_report(tmp_path, "batching-0900", "2026-12-01 09:00", EPYC, **rates)
+    batching_report(
+        tmp_path, "batching-1000", "2026-12-01 10:00", XEON, **rates, bare_bf16_throughput_per_s=200.0
+    )
+    table = rows(history.markdown(tmp_path), "## The bare model")
+    assert table["[batching-0800.md](batching-0800.md)"][2:] == ["100", "300", "3.00", "0.81", "1.10", "-"]
+    assert table["[batching-0900.md](batching-0900.md)"][2:] == ["100", "-", "-", "-", "-", "-"]
+    assert table["range, Xeon, AMX"][4] == "2.00-3.00 (median 2.50, 2 runs)"
+    assert table["**range, all runs**"][2] == "100 (3 runs)"
+    assert table["range, EPYC, no bf16"][2] == "100 (1 run)"
+    assert table["range, EPYC, no bf16"][3:] == ["-"] * 5
+
+
 def test_runs_before_the_pass_was_timed_per_cell_are_read_against_the_worse_of_the_start_passes() -> None:
     # A spaced pass timed in a slow moment at the start must not make the overhead look small.
     assert (
@@ -148,7 +176,7 @@ def test_reports_without_a_summary_are_named_not_dropped_silently(tmp_path: Path
 def test_only_full_load_runs_count_and_old_reports_get_the_target_of_their_day(tmp_path: Path) -> None:
     load_report(tmp_path, "load-1000", "python -m bench.suite --full", p99_ms=12.0)
     load_report(tmp_path, "load-quick", "python -m bench.suite", p99_ms=3.0)
-    table = rows(history.markdown(tmp_path), "load")
+    table = rows(history.markdown(tmp_path), "## Load")
     assert "[load-quick.md](load-quick.md)" not in table
     cells = table["[load-1000.md](load-1000.md)"]
     assert cells[2:] == ["12.0 ms", "1.00", "12,000", "1,010", "**0.69**", "0.90"]
@@ -167,7 +195,7 @@ def test_the_load_columns_judge_every_kept_report_as_the_report_did() -> None:
         verdicts = suite.verdicts(run["summary"])
         values = [column.value(run["summary"]) for column in history.LOAD]
         assert None not in values, run["report"]  # every full run measured all six
-        met = [c.met(v, run["summary"]) for c, v in zip(history.LOAD, values, strict=True) if v is not None]
+        met = [met for _, met in history.read(run["summary"], history.LOAD)]
         assert (met[0] and met[1]) == verdicts["ingress"], run["report"]
         assert met[2:] == [verdicts[k] for k in ("batch", "pipeline", "rest-envoy", "grpc-web-envoy")]
 
