@@ -158,7 +158,8 @@ def summarize(kept: list[dict[str, Any]]) -> None:
         print(
             f"wide lone passes, medians: in the lane's thread {mid('thread_ms'):.2f} ms, over its round's "
             f"reference {in_thread_over:+.2f}; the loop to the thread {mid('to_thread_ms'):.2f} ms, the "
-            f"thread back to the loop {mid('to_loop_ms'):.2f} ms"
+            f"thread back to the loop {mid('to_loop_ms'):.2f} ms; their jobs end to end over the "
+            f"reference {mid('e2e_over_ms'):+.2f} ms"
         )
         # A pass during which the ingress worked (a Submit's tail, or the next one) against the rest.
         busy = [p for p in wide if p["cpu_ms"]["ingress"] > BUSY_MS]
@@ -168,9 +169,13 @@ def summarize(kept: list[dict[str, Any]]) -> None:
         for name, part in (("the ingress busy in them", busy), ("the ingress and RabbitMQ quiet", quiet)):
             over = median([p["over_ms"] for p in part])
             in_thread = median([p["thread_ms"] - p["ms"] + p["over_ms"] for p in part])
+            e2e = median([p["e2e_over_ms"] for p in part])
             print(
                 f"  {len(part)} with {name}: over the reference {over:+.2f} ms, "
-                f"in the thread {in_thread:+.2f}"
+                f"in the thread {in_thread:+.2f}; others' CPU in them "
+                f"{median([others(p) for p in part]):.2f} ms, the batcher's loop "
+                f"{median([p['cpu_ms']['batcher loop'] for p in part]):.2f}; their "
+                f"jobs end to end over the reference {e2e:+.2f}"
             )
     refs = [p for p in kept if p.get("reference")]
     idle = median([others(p) - p["cpu_ms"]["client"] for p in refs])  # the client ran these passes
