@@ -2,7 +2,7 @@
 milliseconds over its reference while the other processes take only about a millisecond of CPU
 during it (`pass_cpu.py`). Is that the machine's, whatever takes the CPU, or the pipeline's?
 
-Here, with no services at all, the bare model's single-item pass (sentences around the median
+Here, with no services running, the bare model's single-item pass (sentences around the median
 length, on 2 threads, each after GAP s asleep) four ways taking turns:
 - alone;
 - with a chain of wake-ups between two helper processes started 5 ms into the pass: HOPS
@@ -15,27 +15,36 @@ length, on 2 threads, each after GAP s asleep) four ways taking turns:
 - with the chain in the pass also waking, at every fourth message, a second thread of this
   process that then runs LOOP_US of Python (as the next job's delivery wakes the batcher's event
   loop, which holds the interpreter lock the pass's thread takes between operators).
+With CHAIN=rabbitmq or CHAIN=redis the chain is one call to the real local service instead (a
+persistent message published to a quorum queue and confirmed; a SET and its GET), the server's
+CPU counted with the helpers', and the fourth way is left out.
 Each pass is read with the helpers' CPU during it, from their CPU clocks. Prints each round's
 medians, then the medians over all rounds: each way's pass over the pass alone, against the
 helpers' CPU in it.
 
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/light-path/disturb.py \
-        [GAP_S] [ROUNDS] [HOPS] [SPIN_US] [TOUCH_KIB]     # TRANSPORT=tcp in the environment for TCP
+        [GAP_S] [ROUNDS] [HOPS] [SPIN_US] [TOUCH_KIB]     # TRANSPORT=tcp or CHAIN=... in the environment
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import threading
 import time
 
+import aiormq
+import redis.asyncio
+
 from bench import batching, workload
 
 TRANSPORT = os.environ.get("TRANSPORT", "pipe")  # how A and B pass their bytes: pipe or tcp
+CHAIN = os.environ.get("CHAIN", "hops")  # the hops between A and B, or one call to rabbitmq or redis
 LOOP_US = 100.0  # Python per wake-up of this process's other thread, holding the interpreter lock
 
 
@@ -62,6 +71,34 @@ def tcp_pair() -> tuple[socket.socket, socket.socket]:
     for end in (client, accepted):
         end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return client, accepted
+
+
+async def service_calls(command_r: int, done_w: int) -> None:
+    """Helper A with CHAIN=rabbitmq or redis: told a moment, one call to the real service then, as
+    a Submit makes it: a persistent 300-byte message published to a quorum queue of its own and
+    confirmed, or a 300-byte SET and its GET on Redis; then one byte on the done pipe."""
+    loop = asyncio.get_running_loop()
+    connection = await aiormq.connect("amqp://guest:guest@127.0.0.1/")
+    channel = await connection.channel()  # publisher confirms on
+    queue = f"disturb-{os.getpid()}"
+    await channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    store = redis.asyncio.Redis(host="127.0.0.1")
+    try:
+        while data := await loop.run_in_executor(None, os.read, command_r, 16):
+            at, _ = struct.unpack("dd", data)
+            await asyncio.sleep(max(0.0, at - time.perf_counter()))
+            if CHAIN == "rabbitmq":
+                persistent = aiormq.spec.Basic.Properties(delivery_mode=2)
+                await channel.basic_publish(b"x" * 300, routing_key=queue, properties=persistent)
+            else:
+                await store.set(queue, b"x" * 300)
+                await store.get(queue)
+            os.write(done_w, b"x")
+    finally:
+        await channel.queue_delete(queue)
+        await connection.close()
+        await store.delete(queue)
+        await store.aclose()
 
 
 def helpers(hops: int, spin_us: float, touch_kib: int, notify_w: int) -> tuple[list[int], int, int]:
@@ -93,6 +130,11 @@ def helpers(hops: int, spin_us: float, touch_kib: int, notify_w: int) -> tuple[l
             os.write(b_to_a_w, b"x")
         os._exit(0)
     a = os.fork()
+    if a == 0 and CHAIN != "hops":  # A: one call to a real service per command
+        for fd in (command_w, done_r, a_to_b_r, a_to_b_w, b_to_a_r, b_to_a_w):
+            os.close(fd)
+        asyncio.run(service_calls(command_r, done_w))
+        os._exit(0)
     if a == 0:  # A: one chain per command
         for fd in (command_w, done_r, a_to_b_r, b_to_a_w):
             os.close(fd)
@@ -121,6 +163,10 @@ def main() -> None:
     notify_r, notify_w = os.pipe()
     pids, command, done = helpers(hops, spin_us, touch_kib, notify_w)  # forked before any thread starts
     os.close(notify_w)
+    # With a real service, its own CPU during the pass counts with the helpers'.
+    server = {"rabbitmq": "beam.smp", "redis": "redis-server"}.get(CHAIN)
+    found = subprocess.run(["pgrep", "-f", server], capture_output=True, text=True).stdout if server else ""
+    measured = pids + [int(pid) for pid in found.split()]
 
     def loop() -> (
         None
@@ -138,11 +184,15 @@ def main() -> None:
         "chain just before": (-0.012, False),
         "chain in the pass, waking a thread of this process": (0.005, True),
     }
+    if CHAIN != "hops":  # one call to a service wakes no thread here
+        del ways["chain in the pass, waking a thread of this process"]
     passes: dict[str, list[float]] = {name: [] for name in ways}
     helper_cpu: dict[str, list[float]] = {name: [] for name in ways}
     print(
         f"gap {gap * 1000:.0f} ms, a chain of {hops} messages over {TRANSPORT}, {spin_us:.0f} us spun per "
-        f"message after writing through {touch_kib} KiB",
+        f"message after writing through {touch_kib} KiB"
+        if CHAIN == "hops"
+        else f"gap {gap * 1000:.0f} ms, the chain one call to {CHAIN} (its server's CPU counted too)",
         flush=True,
     )
     for round_ in range(rounds):
@@ -153,9 +203,9 @@ def main() -> None:
                 if chain is not None:
                     os.write(command, struct.pack("dd", starts_at + chain[0], float(chain[1])))
                 time.sleep(max(0.0, starts_at - time.perf_counter()))
-                before = cpu_ms(pids)
+                before = cpu_ms(measured)
                 passes[name].append(batching.timed_pass(model.predict, e))
-                helper_cpu[name].append(cpu_ms(pids) - before)
+                helper_cpu[name].append(cpu_ms(measured) - before)
                 if chain is not None:
                     os.read(done, 1)  # the chain is over before the next pass's gap begins
         line = ", ".join(
