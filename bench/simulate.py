@@ -132,13 +132,12 @@ def simulate(
         t += 1 / rate if even else rng.expovariate(rate)
         arrivals.append(Job(t, tokens(text)))
 
-    def lane_s(size: Any, longest: Any, real: Any) -> Any:
-        return forward_s(size, longest, real) * (narrow_ratio if lanes > 1 else 1.0)
+    def on_a_lane(cost: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+        """`cost` for a pass on one lane's share of the threads."""
+        return lambda size, longest, real: cost(size, longest, real) * (narrow_ratio if lanes > 1 else 1.0)
 
     plan = planned_s or forward_s
-
-    def planned_lane_s(size: Any, longest: Any, real: Any) -> Any:
-        return plan(size, longest, real) * (narrow_ratio if lanes > 1 else 1.0)
+    lane_s, planned_lane_s = on_a_lane(forward_s), on_a_lane(plan)
 
     measured = ArrivalRate()
     now, nxt = 0.0, 0

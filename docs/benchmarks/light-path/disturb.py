@@ -7,10 +7,9 @@ length, on 2 threads, each after GAP s asleep) four ways taking turns:
 - alone;
 - with a chain of wake-ups between two helper processes started 5 ms into the pass: HOPS
   messages, each side spinning SPIN_US per message after writing through TOUCH_KIB of its
-  memory. That is about as many wake-ups, and as much CPU, as a Submit's trip through the
-  ingress, Redis, RabbitMQ and the client; with TOUCH_KIB, as much of the caches as their
-  interpreters might touch. Over pipes, or with TRANSPORT=tcp over a loopback TCP connection,
-  as the services talk;
+  memory: about as much CPU as the other processes took during a pass with a Submit in flight
+  (1.2-1.5 ms, `pass_cpu.py`), with TOUCH_KIB the caches written through too. Over pipes, or
+  with TRANSPORT=tcp over a loopback TCP connection, as the services talk;
 - with the same chain ending just before the pass (what it leaves behind, not sharing the pass);
 - with the chain in the pass also waking, at every fourth message, a second thread of this
   process that then runs LOOP_US of Python (as the next job's delivery wakes the batcher's event

@@ -22,6 +22,7 @@ as JSON; `pass_cpu.py read OUT` prints the summary of a run again.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -177,6 +178,21 @@ def summarize(kept: list[dict[str, Any]]) -> None:
                 f"{median([p['cpu_ms']['batcher loop'] for p in part]):.2f}; their "
                 f"jobs end to end over the reference {e2e:+.2f}"
             )
+        # Is the busy passes' excess theirs, or a slow spell's? A spell of seconds would slow the
+        # passes beside them (one arrival apart) too, and bunch the busy passes together.
+        in_order = sorted(wide, key=lambda p: p["at"])
+        is_busy = [p["cpu_ms"]["ingress"] > BUSY_MS for p in in_order]
+        beside = [
+            p["over_ms"]
+            for i, p in enumerate(in_order)
+            if not is_busy[i] and any(is_busy[j] for j in (i - 1, i + 1) if 0 <= j < len(in_order))
+        ]
+        after_busy = [b for a, b in itertools.pairwise(is_busy) if a]
+        print(
+            f"  {len(beside)} not busy, next to a busy one: over the reference {median(beside):+.2f} ms; "
+            f"busy: {sum(is_busy) / len(is_busy):.3f} of the passes, "
+            f"{sum(after_busy) / max(1, len(after_busy)):.3f} of those after a busy one"
+        )
     refs = [p for p in kept if p.get("reference")]
     idle = median([others(p) - p["cpu_ms"]["client"] for p in refs])  # the client ran these passes
     print(f"reference passes: the other services' CPU in them, median {idle:.2f} ms")
