@@ -16,7 +16,10 @@ length, on 2 threads, each after GAP s asleep) four ways taking turns:
   loop, which holds the interpreter lock the pass's thread takes between operators).
 With CHAIN=rabbitmq or CHAIN=redis the chain is one call to the real local service instead (a
 persistent message published to a quorum queue and confirmed; a SET and its GET), the server's
-CPU counted with the helpers', and the fourth way is left out.
+CPU counted with the helpers', and the fourth way is left out. With CHAIN=submit it is one gRPC
+Submit of a review to a real ingress (with its stream service, on a queue and key prefix of their
+own, no batcher consuming), as the benchmark's client sends it: the ingress's, the stream
+service's, RabbitMQ's and Redis's CPU counted with the helpers'.
 Each pass is read with the helpers' CPU during it, from their CPU clocks. Prints each round's
 medians, then the medians over all rounds: each way's pass over the pass alone, against the
 helpers' CPU in it.
@@ -28,6 +31,7 @@ helpers' CPU in it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import statistics
@@ -38,12 +42,14 @@ import threading
 import time
 
 import aiormq
+import grpc
 import redis.asyncio
 
-from bench import batching, workload
+from batchline.v1 import inference_pb2, inference_pb2_grpc
+from bench import batching, stack, workload
 
 TRANSPORT = os.environ.get("TRANSPORT", "pipe")  # how A and B pass their bytes: pipe or tcp
-CHAIN = os.environ.get("CHAIN", "hops")  # the hops between A and B, or one call to rabbitmq or redis
+CHAIN = os.environ.get("CHAIN", "hops")  # the hops between A and B, or one call to rabbitmq, redis or submit
 LOOP_US = 100.0  # Python per wake-up of this process's other thread, holding the interpreter lock
 
 
@@ -70,6 +76,25 @@ def tcp_pair() -> tuple[socket.socket, socket.socket]:
     for end in (client, accepted):
         end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return client, accepted
+
+
+async def submits(command_r: int, done_w: int) -> None:
+    """Helper A with CHAIN=submit: told the ingress's address (64 bytes, first), then at each
+    moment it is told one Submit of a review there, as the benchmark's client sends it; then one
+    byte on the done pipe."""
+    loop = asyncio.get_running_loop()
+    target = (await loop.run_in_executor(None, os.read, command_r, 64)).decode().strip()
+    texts = workload.sentences(1000, seed=3)
+    async with grpc.aio.insecure_channel(target) as channel:
+        inference = inference_pb2_grpc.InferenceServiceStub(channel)
+        await inference.Submit(inference_pb2.SubmitRequest(text=texts[-1]), timeout=30)  # connected
+        n = 0
+        while data := await loop.run_in_executor(None, os.read, command_r, 16):
+            at, _ = struct.unpack("dd", data)
+            await asyncio.sleep(max(0.0, at - time.perf_counter()))
+            await inference.Submit(inference_pb2.SubmitRequest(text=texts[n % len(texts)]), timeout=30)
+            n += 1
+            os.write(done_w, b"x")
 
 
 async def service_calls(command_r: int, done_w: int) -> None:
@@ -132,7 +157,7 @@ def helpers(hops: int, spin_us: float, touch_kib: int, notify_w: int) -> tuple[l
     if a == 0 and CHAIN != "hops":  # A: one call to a real service per command
         for fd in (command_w, done_r, a_to_b_r, a_to_b_w, b_to_a_r, b_to_a_w):
             os.close(fd)
-        asyncio.run(service_calls(command_r, done_w))
+        asyncio.run(submits(command_r, done_w) if CHAIN == "submit" else service_calls(command_r, done_w))
         os._exit(0)
     if a == 0:  # A: one chain per command
         for fd in (command_w, done_r, a_to_b_r, b_to_a_w):
@@ -166,6 +191,29 @@ def main() -> None:
     server = {"rabbitmq": "beam.smp", "redis": "redis-server"}.get(CHAIN)
     found = subprocess.run(["pgrep", "-f", server], capture_output=True, text=True).stdout if server else ""
     measured = pids + [int(pid) for pid in found.split()]
+    with contextlib.ExitStack() as services:
+        if CHAIN == "submit":  # an ingress and a stream service, no batcher: the jobs wait in the queue
+            targets = services.enter_context(stack.start("local", {}, batchers=0, envoy=False))
+            measured += [pid for group in targets.pids.values() for pid in group]
+            os.write(command, targets.ingress.encode().ljust(64))
+        take_turns(gap, rounds, hops, spin_us, touch_kib, command, done, notify_r, measured)
+    for pid in pids:
+        os.waitpid(pid, 0)
+
+
+def take_turns(
+    gap: float,
+    rounds: int,
+    hops: int,
+    spin_us: float,
+    touch_kib: int,
+    command: int,
+    done: int,
+    notify_r: int,
+    measured: list[int],
+) -> None:
+    """The four ways taking turns, ROUNDS rounds; prints each round's and the overall medians,
+    then closes the command pipe, which ends the helpers."""
 
     def loop() -> (
         None
@@ -191,7 +239,7 @@ def main() -> None:
         f"gap {gap * 1000:.0f} ms, a chain of {hops} messages over {TRANSPORT}, {spin_us:.0f} us spun per "
         f"message after writing through {touch_kib} KiB"
         if CHAIN == "hops"
-        else f"gap {gap * 1000:.0f} ms, the chain one call to {CHAIN} (its server's CPU counted too)",
+        else f"gap {gap * 1000:.0f} ms, the chain one call to {CHAIN} (its servers' CPU counted too)",
         flush=True,
     )
     for round_ in range(rounds):
@@ -220,8 +268,6 @@ def main() -> None:
             f"alone), the helpers' CPU in it {statistics.median(helper_cpu[name]):.2f} ms"
         )
     os.close(command)
-    for pid in pids:
-        os.waitpid(pid, 0)
 
 
 if __name__ == "__main__":

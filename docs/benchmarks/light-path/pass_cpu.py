@@ -10,11 +10,16 @@ pooled: its time over its round's reference by how much CPU the other processes 
 With the patch as it stands the batcher also times the pass inside the lane's thread, so the
 loop's hand-offs to the thread and back are read apart from it. With `ab`, the patched batcher
 writes no RUNNING record for every second lone pass (RUNNING_AFTER_AB), and the lone passes and
-their jobs' end to end are read per arm. Writes each lone pass (and each reference pass) to OUT
-as JSON; `pass_cpu.py read OUT` prints the summary of a run again.
+their jobs' end to end are read per arm. The patched batcher also records each pass's input length
+(tokens), each of its own threads' time on a CPU and waiting for one (schedstat) and context
+switches, and the machine's interrupts and CPU ticks (/proc/interrupts, /proc/stat) over the
+pass; and with PIN_TEAM=1 in the environment it pins the wide pass's two threads to one CPU each.
+Writes each lone pass (and each reference pass) to OUT as JSON; `pass_cpu.py read OUT` prints
+the summary of a run again.
 
     git worktree add /tmp/pcpu HEAD && cd /tmp/pcpu && git apply docs/benchmarks/light-path/pass_cpu.patch
-    PYTHONPATH=src:services:. $VENV/bin/python docs/benchmarks/light-path/pass_cpu.py RATE ROUNDS OUT [ab]
+    [PIN_TEAM=1] PYTHONPATH=src:services:. $VENV/bin/python docs/benchmarks/light-path/pass_cpu.py \
+        RATE ROUNDS OUT [ab]
 
 ($VENV: the main checkout's .venv.)
 """
@@ -29,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -193,9 +199,67 @@ def summarize(kept: list[dict[str, Any]]) -> None:
             f"busy: {sum(is_busy) / len(is_busy):.3f} of the passes, "
             f"{sum(after_busy) / max(1, len(after_busy)):.3f} of those after a busy one"
         )
+        if "tokens" in wide[0]:
+            same_length(busy, quiet)
     refs = [p for p in kept if p.get("reference")]
     idle = median([others(p) - p["cpu_ms"]["client"] for p in refs])  # the client ran these passes
     print(f"reference passes: the other services' CPU in them, median {idle:.2f} ms")
+
+
+def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None:
+    """Busy against quiet passes of inputs of one length. A longer input's pass runs longer, so a
+    Submit lands in it more often: the busy passes' inputs are the longer ones. Per 5-token bin
+    with 5 passes or more of each: the busy passes' median over the quiet ones'; then, pooled over
+    those bins, where each kind's pass spent its time (means, ms): the batcher's CPU and the
+    others', the two CPUs idle (/proc/stat, in ticks of 10 ms: a mean over hundreds of passes),
+    and the model's two busiest threads (the wide pass's team) on a CPU and waiting for one."""
+    median, mean = statistics.median, statistics.mean
+    print(
+        f"  inputs: busy passes' median {median([p['tokens'] for p in busy]):.0f} tokens, quiet ones' "
+        f"{median([p['tokens'] for p in quiet]):.0f}; at one length, busy over quiet (median of each):"
+    )
+    matched: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []  # (busy, quiet) per bin
+    for low in sorted({p["tokens"] // 5 * 5 for p in busy}):
+        b = [p for p in busy if low <= p["tokens"] < low + 5]
+        q = [p for p in quiet if low <= p["tokens"] < low + 5]
+        if len(b) >= 5 and len(q) >= 5:
+            matched.append((b, q))
+            over = median([p["ms"] for p in b]) - median([p["ms"] for p in q])
+            print(f"    {low}-{low + 4} tokens: {len(b)} busy, {len(q)} quiet, {over:+.2f} ms")
+    if "threads" not in busy[0]:
+        return
+    team_run: dict[str, float] = {}
+    for p in busy + quiet:
+        for name, (run, *_) in p["threads"].items():
+            if not name.startswith("/proc/"):
+                team_run[name] = team_run.get(name, 0.0) + run
+    team = sorted(team_run, key=team_run.__getitem__)[-2:]
+
+    def thread(name: str, field: int) -> Callable[[dict[str, Any]], float]:
+        return lambda p: float(p["threads"].get(name, [0, 0])[field]) / 1e6
+
+    def idle(p: dict[str, Any]) -> float:  # ticks of 10 ms
+        return 10.0 * float(sum(v[3] for k, v in p["threads"].items() if k.startswith("/proc/stat")))
+
+    reads: dict[str, Callable[[dict[str, Any]], float]] = {
+        "the pass": lambda p: float(p["ms"]),
+        "the batcher's CPU": lambda p: float(p["cpu_ms"]["batcher"]),
+        "the others'": others,
+        "the CPUs idle": idle,
+    }
+    for i, name in enumerate(team):
+        reads[f"the team's thread {i + 1} on a CPU"] = thread(name, 0)
+        reads[f"the team's thread {i + 1} waiting for one"] = thread(name, 1)
+    weights = [len(b) for b, _ in matched]  # the quiet passes weighed to the busy ones' lengths
+
+    def weighed(read: Callable[[dict[str, Any]], float], side: int) -> float:
+        means = [mean([read(p) for p in pair[side]]) for pair in matched]
+        return sum(w * m for w, m in zip(weights, means, strict=True)) / sum(weights)
+
+    print(
+        "    those bins, means weighed to the busy passes' lengths (ms), busy against quiet: "
+        + "; ".join(f"{k} {weighed(read, 0):.2f} against {weighed(read, 1):.2f}" for k, read in reads.items())
+    )
 
 
 if __name__ == "__main__":
