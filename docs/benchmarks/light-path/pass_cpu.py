@@ -241,15 +241,23 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
     def idle(p: dict[str, Any]) -> float:  # ticks of 10 ms
         return 10.0 * float(sum(v[3] for k, v in p["threads"].items() if k.startswith("/proc/stat")))
 
+    def interrupts(kind: str) -> Callable[[dict[str, Any]], float]:  # a count, over both CPUs
+        return lambda p: float(sum(p["threads"].get(f"/proc/interrupts {kind}", [0])))
+
     reads: dict[str, Callable[[dict[str, Any]], float]] = {
         "the pass": lambda p: float(p["ms"]),
         "the batcher's CPU": lambda p: float(p["cpu_ms"]["batcher"]),
         "the others'": others,
-        "the CPUs idle": idle,
     }
+    recorded = set().union(*(p["threads"] for p in busy))
+    if "/proc/stat cpu0" in recorded:
+        reads["the CPUs idle"] = idle
     for i, name in enumerate(team):
         reads[f"the team's thread {i + 1} on a CPU"] = thread(name, 0)
         reads[f"the team's thread {i + 1} waiting for one"] = thread(name, 1)
+    for kind, label in (("LOC", "timer"), ("RES", "rescheduling"), ("CAL", "function call")):
+        if f"/proc/interrupts {kind}" in recorded:
+            reads[f"{label} interrupts (a count)"] = interrupts(kind)
     weights = [len(b) for b, _ in matched]  # the quiet passes weighed to the busy ones' lengths
 
     def weighed(read: Callable[[dict[str, Any]], float], side: int) -> float:
