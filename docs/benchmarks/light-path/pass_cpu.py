@@ -212,7 +212,8 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
     with 5 passes or more of each: the busy passes' median over the quiet ones'; then, pooled over
     those bins, where each kind's pass spent its time (means, ms): the batcher's CPU and the
     others', the two CPUs idle (/proc/stat, in ticks of 10 ms: a mean over hundreds of passes),
-    and the model's two busiest threads (the wide pass's team) on a CPU and waiting for one."""
+    the model's two busiest threads (the wide pass's team) on a CPU and waiting for one, and the
+    interrupts the CPUs took (a count), where the run recorded them."""
     median, mean = statistics.median, statistics.mean
     print(
         f"  inputs: busy passes' median {median([p['tokens'] for p in busy]):.0f} tokens, quiet ones' "
@@ -231,32 +232,31 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
     team_run: dict[str, float] = {}
     for p in busy + quiet:
         for name, (run, *_) in p["threads"].items():
-            if not name.startswith("/proc/"):
-                team_run[name] = team_run.get(name, 0.0) + run
+            team_run[name] = team_run.get(name, 0.0) + run
     team = sorted(team_run, key=team_run.__getitem__)[-2:]
 
     def thread(name: str, field: int) -> Callable[[dict[str, Any]], float]:
         return lambda p: float(p["threads"].get(name, [0, 0])[field]) / 1e6
 
     def idle(p: dict[str, Any]) -> float:  # ticks of 10 ms
-        return 10.0 * float(sum(v[3] for k, v in p["threads"].items() if k.startswith("/proc/stat")))
+        return 10.0 * float(sum(v[3] for k, v in p["machine"].items() if k.startswith("stat ")))
 
     def interrupts(kind: str) -> Callable[[dict[str, Any]], float]:  # a count, over both CPUs
-        return lambda p: float(sum(p["threads"].get(f"/proc/interrupts {kind}", [0])))
+        return lambda p: float(sum(p["machine"].get(f"interrupts {kind}", [0])))
 
     reads: dict[str, Callable[[dict[str, Any]], float]] = {
         "the pass": lambda p: float(p["ms"]),
         "the batcher's CPU": lambda p: float(p["cpu_ms"]["batcher"]),
         "the others'": others,
     }
-    recorded = set().union(*(p["threads"] for p in busy))
-    if "/proc/stat cpu0" in recorded:
+    recorded = set().union(*(p.get("machine", {}) for p in busy))
+    if "stat cpu0" in recorded:
         reads["the CPUs idle"] = idle
     for i, name in enumerate(team):
         reads[f"the team's thread {i + 1} on a CPU"] = thread(name, 0)
         reads[f"the team's thread {i + 1} waiting for one"] = thread(name, 1)
     for kind, label in (("LOC", "timer"), ("RES", "rescheduling"), ("CAL", "function call")):
-        if f"/proc/interrupts {kind}" in recorded:
+        if f"interrupts {kind}" in recorded:
             reads[f"{label} interrupts (a count)"] = interrupts(kind)
     weights = [len(b) for b, _ in matched]  # the quiet passes weighed to the busy ones' lengths
 
