@@ -19,13 +19,16 @@ persistent message published to a quorum queue and confirmed; a SET and its GET)
 CPU counted with the helpers', and the fourth way is left out. With CHAIN=submit it is one gRPC
 Submit of a review to a real ingress (with its stream service, on a queue and key prefix of their
 own, no batcher consuming), as the benchmark's client sends it: the ingress's, the stream
-service's, RabbitMQ's and Redis's CPU counted with the helpers'.
+service's, RabbitMQ's and Redis's CPU counted with the helpers'. With CONSUME=1 as well, a thread
+of this process runs an event loop that consumes that queue as the batcher does (each message
+decoded, its text tokenized by the model's tokenizer, acked), so the next job's delivery lands
+in the pass's process during the pass, as in the pipeline.
 Each pass is read with the helpers' CPU during it, from their CPU clocks. Prints each round's
 medians, then the medians over all rounds: each way's pass over the pass alone, against the
 helpers' CPU in it.
 
     PYTHONPATH=src:services:. .venv/bin/python docs/benchmarks/light-path/disturb.py \
-        [GAP_S] [ROUNDS] [HOPS] [SPIN_US] [TOUCH_KIB]     # TRANSPORT=tcp or CHAIN=... in the environment
+        [GAP_S] [ROUNDS] [HOPS] [SPIN_US] [TOUCH_KIB]     # TRANSPORT=tcp, CHAIN=..., CONSUME=1 in the env
 """
 
 from __future__ import annotations
@@ -40,16 +43,19 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import aiormq
+import aiormq.abc
 import grpc
 import redis.asyncio
 
-from batchline.v1 import inference_pb2, inference_pb2_grpc
+from batchline.v1 import inference_pb2, inference_pb2_grpc, job_pb2
 from bench import batching, stack, workload
 
 TRANSPORT = os.environ.get("TRANSPORT", "pipe")  # how A and B pass their bytes: pipe or tcp
 CHAIN = os.environ.get("CHAIN", "hops")  # the hops between A and B, or one call to rabbitmq, redis or submit
+CONSUME = os.environ.get("CONSUME") == "1"  # with CHAIN=submit: this process consumes the jobs
 LOOP_US = 100.0  # Python per wake-up of this process's other thread, holding the interpreter lock
 
 
@@ -95,6 +101,27 @@ async def submits(command_r: int, done_w: int) -> None:
             await inference.Submit(inference_pb2.SubmitRequest(text=texts[n % len(texts)]), timeout=30)
             n += 1
             os.write(done_w, b"x")
+
+
+def consume(queue: str, model: Any) -> None:
+    """With CONSUME=1, in a thread of its own: an event loop consuming `queue` as the batcher's
+    does, each delivery decoded, its text tokenized and acked."""
+
+    async def run() -> None:
+        connection = await aiormq.connect("amqp://guest:guest@127.0.0.1/")
+        channel = await connection.channel()
+        await channel.basic_qos(prefetch_count=64)
+
+        async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
+            task = job_pb2.InferenceTask.FromString(message.body)
+            model.encode([task.text])
+            assert message.delivery_tag is not None  # a consumed message has one
+            await channel.basic_ack(message.delivery_tag)
+
+        await channel.basic_consume(queue, on_message)
+        await asyncio.Event().wait()  # until the process ends
+
+    asyncio.run(run())
 
 
 async def service_calls(command_r: int, done_w: int) -> None:
@@ -196,7 +223,10 @@ def main() -> None:
             targets = services.enter_context(stack.start("local", {}, batchers=0, envoy=False))
             measured += [pid for group in targets.pids.values() for pid in group]
             os.write(command, targets.ingress.encode().ljust(64))
-        take_turns(gap, rounds, hops, spin_us, touch_kib, command, done, notify_r, measured)
+            queue = f"bench.{targets.key_prefix.split(':')[1]}.requests" if CONSUME else None  # stack's name
+        else:
+            queue = None
+        take_turns(gap, rounds, hops, spin_us, touch_kib, command, done, notify_r, measured, queue)
     for pid in pids:
         os.waitpid(pid, 0)
 
@@ -211,6 +241,7 @@ def take_turns(
     done: int,
     notify_r: int,
     measured: list[int],
+    queue: str | None,
 ) -> None:
     """The four ways taking turns, ROUNDS rounds; prints each round's and the overall medians,
     then closes the command pipe, which ends the helpers."""
@@ -224,6 +255,8 @@ def take_turns(
     threading.Thread(target=loop, daemon=True).start()
     model, encoded = workload.warm_model(workload.build_model(), "fp32", 2)
     middle = batching.typical_sentences(encoded)
+    if queue is not None:
+        threading.Thread(target=consume, args=(queue, model), daemon=True).start()
     # When each way starts its chain, relative to the pass's start (None: no chain).
     ways: dict[str, tuple[float, bool] | None] = {
         "alone": None,
@@ -239,7 +272,8 @@ def take_turns(
         f"gap {gap * 1000:.0f} ms, a chain of {hops} messages over {TRANSPORT}, {spin_us:.0f} us spun per "
         f"message after writing through {touch_kib} KiB"
         if CHAIN == "hops"
-        else f"gap {gap * 1000:.0f} ms, the chain one call to {CHAIN} (its servers' CPU counted too)",
+        else f"gap {gap * 1000:.0f} ms, the chain one call to {CHAIN} (its servers' CPU counted too)"
+        + (", its jobs consumed by this process" if queue else ""),
         flush=True,
     )
     for round_ in range(rounds):
