@@ -33,6 +33,7 @@ class Targets:
     pids: dict[str, list[int]]  # component -> process ids, for CPU accounting
     key_prefix: str = ""  # the run's Redis key prefix (local stacks)
     metrics: dict[str, list[int]] = field(default_factory=dict)  # component -> /metrics ports
+    queue: str = ""  # the run's RabbitMQ queue (local stacks)
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -160,6 +161,7 @@ def start(
 
     workdir = tempfile.TemporaryDirectory(prefix="batchline-bench-")
     prefix = f"bench:{run_id}:" if kind == "local" else ""
+    queue = f"bench.{run_id}.requests" if kind == "local" else ""
     try:
         if kind == "embedded":
             port = free_port()
@@ -175,7 +177,7 @@ def start(
             shared = {
                 "AMQP_URL": base.get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
                 "REDIS_URL": base.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-                "QUEUE_NAME": f"bench.{run_id}.requests",
+                "QUEUE_NAME": queue,
                 "KEY_PREFIX": prefix,
                 "JOB_TTL_S": env.get("JOB_TTL_S", "600"),
             }
@@ -199,7 +201,7 @@ def start(
             pids["rabbitmq"] = service_pids("beam.smp")
             pids["redis"] = service_pids("redis-server")
         if not envoy:
-            yield Targets(ingress, stream, "", pids, prefix, metrics_ports)
+            yield Targets(ingress, stream, "", pids, prefix, metrics_ports, queue)
             return
         envoy_port = free_port()
         topology = edge.Topology(
@@ -212,7 +214,7 @@ def start(
         processes.append(proxy)
         pids["envoy"] = [proxy.pid]
         edge.wait_ready(f"http://127.0.0.1:{envoy_port}", proxy)
-        yield Targets(ingress, stream, f"127.0.0.1:{envoy_port}", pids, prefix, metrics_ports)
+        yield Targets(ingress, stream, f"127.0.0.1:{envoy_port}", pids, prefix, metrics_ports, queue)
     finally:
         for process in processes:
             if process.poll() is None:

@@ -56,6 +56,7 @@ from bench import batching, stack, workload
 TRANSPORT = os.environ.get("TRANSPORT", "pipe")  # how A and B pass their bytes: pipe or tcp
 CHAIN = os.environ.get("CHAIN", "hops")  # the hops between A and B, or one call to rabbitmq, redis or submit
 CONSUME = os.environ.get("CONSUME") == "1"  # with CHAIN=submit: this process consumes the jobs
+CONSUMED = [0]  # the jobs the CONSUME=1 thread has taken
 LOOP_US = 100.0  # Python per wake-up of this process's other thread, holding the interpreter lock
 
 
@@ -117,6 +118,7 @@ def consume(queue: str, model: Any) -> None:
             model.encode([task.text])
             assert message.delivery_tag is not None  # a consumed message has one
             await channel.basic_ack(message.delivery_tag)
+            CONSUMED[0] += 1
 
         await channel.basic_consume(queue, on_message)
         await asyncio.Event().wait()  # until the process ends
@@ -223,7 +225,7 @@ def main() -> None:
             targets = services.enter_context(stack.start("local", {}, batchers=0, envoy=False))
             measured += [pid for group in targets.pids.values() for pid in group]
             os.write(command, targets.ingress.encode().ljust(64))
-            queue = f"bench.{targets.key_prefix.split(':')[1]}.requests" if CONSUME else None  # stack's name
+            queue = targets.queue if CONSUME else None
         else:
             queue = None
         take_turns(gap, rounds, hops, spin_us, touch_kib, command, done, notify_r, measured, queue)
@@ -301,6 +303,8 @@ def take_turns(
             f"{name}: median {statistics.median(times):.2f} ms ({statistics.median(times) - alone:+.2f} over "
             f"alone), the helpers' CPU in it {statistics.median(helper_cpu[name]):.2f} ms"
         )
+    if queue is not None:
+        print(f"this process consumed {CONSUMED[0]} jobs")
     os.close(command)
 
 
