@@ -772,7 +772,7 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"| bare model, batch 16 (FIFO batches), sequences/s | {fp32['throughput_per_s']:.1f} | "
         f"{shown(bf16.get('throughput_per_s', float('nan')))} |",
         "| the same, measured just before each saturation run (median) | "
-        f"{summary['bare_fp32_beside_saturation_per_s']:.1f} | "
+        f"{shown(summary['bare_fp32_beside_saturation_per_s'])} | "
         f"{shown(summary['bare_bf16_beside_saturation_per_s'])} |",
         "| end to end at saturation (default policy), jobs/s | "
         f"{summary['saturation_fp32_jobs_per_s']:.1f} | "
@@ -780,10 +780,10 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         "| ratio (median over the runs of each run against the bare model just before it) | "
         f"{summary['saturation_ratio']:.2f} | {shown(summary['saturation_ratio_bf16'], '.2f')} |",
         "| end to end at saturation, the default with one model lane, jobs/s | "
-        f"{summary['saturation_one_lane_fp32_jobs_per_s']:.1f} | "
+        f"{shown(summary['saturation_one_lane_fp32_jobs_per_s'])} | "
         f"{shown(summary['saturation_one_lane_bf16_jobs_per_s'])} |",
         "| its ratio, against the same bare model just before each run | "
-        f"{summary['saturation_ratio_one_lane']:.2f} | "
+        f"{shown(summary['saturation_ratio_one_lane'], '.2f')} | "
         f"{shown(summary['saturation_ratio_one_lane_bf16'], '.2f')} |",
         "",
         *([f"bf16 not measured: {raw['bf16_skipped']}.", ""] if raw.get("bf16_skipped") else []),
@@ -811,9 +811,13 @@ def report(raw: dict[str, Any], out: Path, command: str) -> dict[str, Any]:
         f"{summary['default_vs_best_p99_ratio']:.2f} (its identical copy `{CONTROL}` against the best fixed "
         f"config: {summary['control_vs_best_p99_ratio']:.2f}); two runs of the default itself, worst load: "
         f"{summary['default_vs_itself_p99_ratio']:.2f} apart.",
-        f"With one model lane (`default 1 lane`): p99 at {summary['p99_near_40_rps_offered']:.0f} "
-        f"req/s **{summary['p99_near_40_rps_one_lane_ms']:.0f} ms**, "
-        f"p50 at {light:.0%} load {summary['light_load_p50_one_lane_ms']:.1f} ms.",
+        (
+            f"With one model lane (`default 1 lane`): p99 at {summary['p99_near_40_rps_offered']:.0f} "
+            f"req/s **{summary['p99_near_40_rps_one_lane_ms']:.0f} ms**, "
+            f"p50 at {light:.0%} load {summary['light_load_p50_one_lane_ms']:.1f} ms."
+            if any(r["config"] == ONE_LANE for r in raw["runs"])
+            else f"`{ONE_LANE}` not measured in this run."
+        ),
         "",
         "The default's p99 against the best fixed config's at each load, beside the control: its",
         "identical copy's p99 against the same config, and the default's and the copy's, the larger",

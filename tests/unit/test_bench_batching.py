@@ -143,6 +143,28 @@ def test_report_writes_the_table_the_plot_and_the_headline_numbers(tmp_path: Pat
     assert (tmp_path / "batching.png").stat().st_size > 10_000
 
 
+def test_a_run_of_fewer_configs_says_what_it_did_not_measure(tmp_path: Path) -> None:
+    """`--configs` without the one-lane default: its rows read "-" and its sentence says so, not "nan"."""
+    bare = {"throughput_per_s": 60.0, "single_pass_ms": 30.0, "single_pass_spaced_ms": 34.0}
+    raw = {
+        "when": "now",
+        "machine": "test",
+        "duration_s": 15.0,
+        "repeats": 1,
+        "bare": {"fp32": {**bare, "light_load_gap_ms": 167.0, "fifo_padding_efficiency": 0.6}},
+        "runs": [run(c, load, 100) for c in ("16:0", "default", "default, again") for load in (0.6, 0.9)],
+        "saturation": [
+            {"precision": "fp32", "completed_rps": 57.0, "padding_efficiency": 0.6, "load": math.inf}
+        ],
+        "bf16_skipped": "--no-bf16",
+    }
+    batching.report(raw, tmp_path, "python -m bench.batching --configs 16:0 default 'default, again'")
+    table = (tmp_path / "batching.md").read_text()
+    assert "nan" not in table
+    assert "| end to end at saturation, the default with one model lane, jobs/s | - | - |" in table
+    assert "`default 1 lane` not measured in this run." in table
+
+
 def test_the_report_says_what_the_loads_are_fractions_of() -> None:
     # The stack's capacity, 48 jobs/s offered 72 (1.2 x a bare rate of 60/s), 80/s beside saturation.
     capacity = {"completed_rps": 48.0, "offered_rps": 72.0}
