@@ -14,6 +14,9 @@ their jobs' end to end are read per arm. The patched batcher also records each p
 (tokens), each of its own threads' time on a CPU and waiting for one (schedstat) and context
 switches, and the machine's interrupts and CPU ticks (/proc/interrupts, /proc/stat) over the
 pass; and with PIN_TEAM=1 in the environment it pins the wide pass's two threads to one CPU each.
+This script records when the other jobs were accepted around each pass, and the summary splits
+the passes by that: a Submit accepted during the pass, against none from QUIET_LEAD_MS before it
+to its end (runs without that record are split by the ingress's CPU during the pass).
 Writes each lone pass (and each reference pass) to OUT as JSON; `pass_cpu.py read OUT` prints
 the summary of a run again.
 
@@ -38,10 +41,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
+
+from batchline import codec
+from batchline.v1 import inference_pb2, inference_pb2_grpc
 from bench import batching, stack, workload
 
 OTHERS = ("ingress", "stream", "rabbitmq", "redis", "client")
 BUSY_MS = 0.15  # a pass with more of the ingress's CPU in it than this overlapped a Submit
+# With the jobs' arrivals recorded: a pass is busy if another job was accepted during it, quiet
+# if none was from QUIET_LEAD_MS before it began to its end (a Submit's work goes on for a few
+# milliseconds after the ingress accepts it: storing, publishing, the confirm, the answer).
+QUIET_LEAD_MS = 20.0
 
 
 def clocks(pids: dict[str, list[int]]) -> dict[str, float]:
@@ -64,6 +75,79 @@ def reference(
             after = clocks(pids)
             passes.append({"ms": ms, "cpu_ms": {k: (after[k] - before[k]) * 1000 for k in after}})
     return passes
+
+
+async def open_loop_answered(
+    target: str, texts: list[str], rate: float
+) -> tuple[list[str], dict[str, float]]:
+    """bench.batching.open_loop's Submits, each job's answer timed as the client has it (wall
+    clock, as the services stamp theirs): where its Submit's work ends."""
+    answered: dict[str, float] = {}
+    async with grpc.aio.insecure_channel(target) as channel:
+        inference = inference_pb2_grpc.InferenceServiceStub(channel)
+
+        async def submit(i: int) -> str:
+            answer = await inference.Submit(inference_pb2.SubmitRequest(text=texts[i]), timeout=30)
+            answered[answer.job_id] = time.time()
+            return answer.job_id
+
+        ids, _, _ = await batching.paced(len(texts), rate, submit)
+    return ids, answered
+
+
+def own_submit(
+    lone: dict[str, Any], accepted: dict[str, float], answered: dict[str, float]
+) -> dict[str, float]:
+    """When the pass's own job was accepted by the ingress and answered at the client, in ms from
+    the pass's start: a pass can begin before its own Submit's tail (the confirm, the answer, the
+    client reading it) is done."""
+    start = lone.get("began_at", lone["at"] - lone["ms"] / 1000)
+    job = lone["job"]
+    if job not in accepted or job not in answered:
+        return {}
+    return {"accepted_ms": (accepted[job] - start) * 1000, "answered_ms": (answered[job] - start) * 1000}
+
+
+def arrivals(lone: dict[str, Any], accepted: dict[str, float]) -> list[float]:
+    """When the other jobs near a pass were accepted, in ms from the pass's start (the patch's
+    `began_at`, on the clock of the ingress's `accepted_at`; runs before it recorded only `at`,
+    after the pass and the reads of its records)."""
+    start = lone.get("began_at", lone["at"] - lone["ms"] / 1000)
+    offsets = ((t - start) * 1000 for job, t in accepted.items() if job != lone["job"])
+    return sorted(o for o in offsets if -2 * QUIET_LEAD_MS <= o <= lone["ms"] + QUIET_LEAD_MS)
+
+
+Test = Callable[[dict[str, Any]], bool]
+
+
+def busy_and_quiet(wide: list[dict[str, Any]]) -> tuple[Test, Test, str, str]:
+    """How to tell a pass that shares the machine with a Submit from one that does not: by the
+    jobs' arrivals where the run recorded them, else by the ingress's CPU during the pass (which
+    in a slow spell, the ingress's work for one Submit spread thin, marks most passes busy).
+    The tests for busy and for quiet, and the names of the two kinds."""
+    if "answered_ms" in wide[0]:
+        return (
+            lambda p: p.get("answered_ms", 0.0) > 0,
+            lambda p: (
+                p.get("answered_ms", 1.0) <= 0
+                and not any(-QUIET_LEAD_MS <= o <= p["ms"] for o in p["arrived_ms"])
+            ),
+            "their own Submit answered after they began",
+            f"it answered before, and no other accepted from {QUIET_LEAD_MS:.0f} ms before them to their end",
+        )
+    if "arrived_ms" in wide[0]:
+        return (
+            lambda p: any(0 <= o <= p["ms"] for o in p["arrived_ms"]),
+            lambda p: not any(-QUIET_LEAD_MS <= o <= p["ms"] for o in p["arrived_ms"]),
+            "a Submit accepted in them",
+            f"none accepted from {QUIET_LEAD_MS:.0f} ms before them to their end",
+        )
+    return (
+        lambda p: p["cpu_ms"]["ingress"] > BUSY_MS,
+        lambda p: p["cpu_ms"]["ingress"] <= BUSY_MS and p["cpu_ms"]["rabbitmq"] <= BUSY_MS / 5,
+        "the ingress busy in them",
+        "the ingress and RabbitMQ quiet",
+    )
 
 
 def others(record: dict[str, Any]) -> float:
@@ -92,9 +176,10 @@ def main() -> None:
             seen = len(log.read_text().splitlines())
             texts = workload.sentences(200, seed=7 + round_)
             baseline = asyncio.run(batching.finished_count(targets.ingress))
-            ids, _, _ = asyncio.run(batching.open_loop(targets.ingress, texts, rate))
+            ids, answered = asyncio.run(open_loop_answered(targets.ingress, texts, rate))
             jobs = asyncio.run(batching.collect(targets.ingress, ids, baseline))
             e2e = {j.job_id: batching.e2e_ms(j) for j in jobs}
+            accepted = {j.job_id: codec.seconds(j.trace.accepted_at) for j in jobs}
             after = reference(bare, encoded, 1 / rate, pids)
             ref_ms = median([p["ms"] for p in before + after])
             lone = [json.loads(line) for line in log.read_text().splitlines()[seen:]]
@@ -104,6 +189,8 @@ def main() -> None:
                     "round": round_,
                     "over_ms": p["ms"] - ref_ms,
                     "e2e_over_ms": e2e.get(p["job"], 0.0) - ref_ms,
+                    "arrived_ms": arrivals(p, accepted),
+                    **own_submit(p, accepted, answered),
                 }
                 for p in lone
                 if p["size"] == 1
@@ -138,6 +225,8 @@ def summarize(kept: list[dict[str, Any]]) -> None:
             f"{median([p['over_ms'] for p in part]):+.2f} ms; the batcher's loop "
             f"{median([p['cpu_ms']['batcher loop'] for p in part]):.2f} ms"
         )
+    if wide and "stat cpu0" in set().union(*(p.get("machine", {}) for p in wide)):
+        stolen(wide)
     for arm, name in ((False, "RUNNING written beside the pass"), (True, "no RUNNING")):
         part = [p for p in kept if not p.get("reference") and p.get("after") is arm]
         if part:
@@ -168,12 +257,14 @@ def summarize(kept: list[dict[str, Any]]) -> None:
             f"thread back to the loop {mid('to_loop_ms'):.2f} ms; their jobs end to end over the "
             f"reference {mid('e2e_over_ms'):+.2f} ms"
         )
-        # A pass during which the ingress worked (a Submit's tail, or the next one) against the rest.
-        busy = [p for p in wide if p["cpu_ms"]["ingress"] > BUSY_MS]
-        quiet = [
-            p for p in wide if p["cpu_ms"]["ingress"] <= BUSY_MS and p["cpu_ms"]["rabbitmq"] <= BUSY_MS / 5
-        ]
-        for name, part in (("the ingress busy in them", busy), ("the ingress and RabbitMQ quiet", quiet)):
+        # A pass that shares the machine with a Submit against one that does not.
+        is_busy_pass, is_quiet_pass, busy_name, quiet_name = busy_and_quiet(wide)
+        busy = [p for p in wide if is_busy_pass(p)]
+        quiet = [p for p in wide if is_quiet_pass(p)]
+        for name, part in ((busy_name, busy), (quiet_name, quiet)):
+            if not part:
+                print(f"  none with {name}")
+                continue
             over = median([p["over_ms"] for p in part])
             in_thread = median([p["thread_ms"] - p["ms"] + p["over_ms"] for p in part])
             e2e = median([p["e2e_over_ms"] for p in part])
@@ -183,27 +274,73 @@ def summarize(kept: list[dict[str, Any]]) -> None:
                 f"{median([others(p) for p in part]):.2f} ms, the batcher's loop "
                 f"{median([p['cpu_ms']['batcher loop'] for p in part]):.2f}; their "
                 f"jobs end to end over the reference {e2e:+.2f}"
+                + (
+                    f"; their own Submit accepted {median([p['accepted_ms'] for p in part]):+.2f} ms and "
+                    f"answered {median([p['answered_ms'] for p in part]):+.2f} ms from the pass's start"
+                    if part and all("answered_ms" in p for p in part)
+                    else ""
+                )
             )
         # Is the busy passes' excess theirs, or a slow spell's? A spell of seconds would slow the
         # passes beside them (one arrival apart) too, and bunch the busy passes together.
-        in_order = sorted(wide, key=lambda p: p["at"])
-        is_busy = [p["cpu_ms"]["ingress"] > BUSY_MS for p in in_order]
-        beside = [
-            p["over_ms"]
-            for i, p in enumerate(in_order)
-            if not is_busy[i] and any(is_busy[j] for j in (i - 1, i + 1) if 0 <= j < len(in_order))
-        ]
-        after_busy = [b for a, b in itertools.pairwise(is_busy) if a]
-        print(
-            f"  {len(beside)} not busy, next to a busy one: over the reference {median(beside):+.2f} ms; "
-            f"busy: {sum(is_busy) / len(is_busy):.3f} of the passes, "
-            f"{sum(after_busy) / max(1, len(after_busy)):.3f} of those after a busy one"
-        )
-        if "tokens" in wide[0]:
+        if busy:  # a run may have none
+            in_order = sorted(wide, key=lambda p: p["at"])
+            is_busy = [is_busy_pass(p) for p in in_order]
+            beside = [
+                p["over_ms"]
+                for i, p in enumerate(in_order)
+                if not is_busy[i] and any(is_busy[j] for j in (i - 1, i + 1) if 0 <= j < len(in_order))
+            ]
+            after_busy = [b for a, b in itertools.pairwise(is_busy) if a]
+            print(
+                f"  {len(beside)} not busy, next to a busy one: over the reference {median(beside):+.2f} ms; "
+                f"busy: {sum(is_busy) / len(is_busy):.3f} of the passes, "
+                f"{sum(after_busy) / max(1, len(after_busy)):.3f} of those after a busy one"
+            )
+        if "tokens" in wide[0] and busy and quiet:
             same_length(busy, quiet)
     refs = [p for p in kept if p.get("reference")]
     idle = median([others(p) - p["cpu_ms"]["client"] for p in refs])  # the client ran these passes
     print(f"reference passes: the other services' CPU in them, median {idle:.2f} ms")
+
+
+def stolen(wide: list[dict[str, Any]]) -> None:
+    """The host's share: /proc/stat's steal, the time the hypervisor ran something else while
+    this VM's CPUs had work. Over all the passes, then the passes during which it took a tick (10
+    ms) or more against those in which it took none, at one input length (5-token bins, medians)."""
+    median = statistics.median
+
+    def ticks(p: dict[str, Any]) -> list[int]:  # user, nice, system, idle, iowait, irq, softirq, steal
+        rows = [v for k, v in p["machine"].items() if k.startswith("stat ")]
+        return [sum(r[i] for r in rows) for i in range(8)]
+
+    total = [sum(ticks(p)[i] for p in wide) for i in range(8)]
+    hit = [p for p in wide if ticks(p)[7] > 0]
+    spared = [p for p in wide if ticks(p)[7] == 0]
+    print(
+        f"  the host took {total[7] / max(1, sum(total)):.3f} of the CPUs' ticks over these passes; "
+        f"{len(hit)} passes lost a tick or more to it, over the reference "
+        f"{median([p['over_ms'] for p in hit]) if hit else float('nan'):+.2f} ms, {len(spared)} none, "
+        f"{median([p['over_ms'] for p in spared]) if spared else float('nan'):+.2f} ms"
+    )
+    if "tokens" not in wide[0] or not hit:
+        return
+    longer, weights = [], []  # per bin: the mean pass with steal over the mean without; how many with
+    for low in sorted({p["tokens"] // 5 * 5 for p in hit}):
+        h = [p["ms"] for p in hit if low <= p["tokens"] < low + 5]
+        s = [p["ms"] for p in spared if low <= p["tokens"] < low + 5]
+        if len(h) >= 5 and len(s) >= 5:
+            over = median(h) - median(s)
+            print(f"    {low}-{low + 4} tokens: {len(h)} with steal, {len(s)} without, {over:+.2f} ms")
+            longer.append(statistics.mean(h) - statistics.mean(s))
+            weights.append(len(h))
+    if weights:
+        weighed = sum(w * x for w, x in zip(weights, longer, strict=True)) / sum(weights)
+        print(
+            f"    the host took {10 * statistics.mean(ticks(p)[7] for p in hit):.1f} ms from those passes on "
+            f"average; they ran {weighed:+.1f} ms longer than the spared ones (those bins, means weighed "
+            "to the passes with steal)"
+        )
 
 
 def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None:
@@ -211,7 +348,8 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
     Submit lands in it more often: the busy passes' inputs are the longer ones. Per 5-token bin
     with 5 passes or more of each: the busy passes' median over the quiet ones'; then, pooled over
     those bins, where each kind's pass spent its time (means, ms): the batcher's CPU and the
-    others', the two CPUs idle (/proc/stat, in ticks of 10 ms: a mean over hundreds of passes),
+    others', the two CPUs idle, in the kernel, and taken by the host from the VM (steal) (/proc/stat,
+    in ticks of 10 ms: a mean over hundreds of passes),
     the model's two busiest threads (the wide pass's team) on a CPU and waiting for one, and the
     interrupts the CPUs took (a count), where the run recorded them."""
     median, mean = statistics.median, statistics.mean
@@ -227,7 +365,7 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
             matched.append((b, q))
             over = median([p["ms"] for p in b]) - median([p["ms"] for p in q])
             print(f"    {low}-{low + 4} tokens: {len(b)} busy, {len(q)} quiet, {over:+.2f} ms")
-    if "threads" not in busy[0]:
+    if not matched or "threads" not in busy[0]:
         return
     team_run: dict[str, float] = {}
     for p in busy + quiet:
@@ -238,8 +376,8 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
     def thread(name: str, field: int) -> Callable[[dict[str, Any]], float]:
         return lambda p: float(p["threads"].get(name, [0, 0])[field]) / 1e6
 
-    def idle(p: dict[str, Any]) -> float:  # ticks of 10 ms
-        return 10.0 * float(sum(v[3] for k, v in p["machine"].items() if k.startswith("stat ")))
+    def ticks(field: int) -> Callable[[dict[str, Any]], float]:  # /proc/stat's, of 10 ms, both CPUs
+        return lambda p: 10.0 * float(sum(v[field] for k, v in p["machine"].items() if k.startswith("stat ")))
 
     def interrupts(kind: str) -> Callable[[dict[str, Any]], float]:  # a count, over both CPUs
         return lambda p: float(sum(p["machine"].get(f"interrupts {kind}", [0])))
@@ -250,8 +388,10 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
         "the others'": others,
     }
     recorded = set().union(*(p.get("machine", {}) for p in busy))
-    if "stat cpu0" in recorded:
-        reads["the CPUs idle"] = idle
+    if "stat cpu0" in recorded:  # user, nice, system, idle, iowait, irq, softirq, steal
+        reads["the CPUs idle"] = ticks(3)
+        reads["in the kernel"] = ticks(2)
+        reads["taken by the host (steal)"] = ticks(7)
     for i, name in enumerate(team):
         reads[f"the team's thread {i + 1} on a CPU"] = thread(name, 0)
         reads[f"the team's thread {i + 1} waiting for one"] = thread(name, 1)
