@@ -253,16 +253,23 @@ async def paced(
 
 
 async def open_loop(
-    target: str, texts: list[str], rate: float, round_trips: list[float] | None = None
+    target: str,
+    texts: list[str],
+    rate: float,
+    round_trips: list[float] | None = None,
+    answered: dict[str, float] | None = None,
 ) -> tuple[list[str], float, float]:
     """Submit texts[i] at start + i / rate; the job ids, the wall time and the p99 send lag.
-    Each Submit's round trip (ms, as the client saw it) goes to `round_trips` if given."""
+    Each Submit's round trip (ms, as the client saw it) goes to `round_trips` if given, and the
+    wall-clock time its answer came back (the services' clock for their stamps) to `answered`."""
     async with grpc.aio.insecure_channel(target) as channel:
         inference = inference_pb2_grpc.InferenceServiceStub(channel)
 
         async def submit(i: int) -> str:
             sent = time.perf_counter()
             answer = await inference.Submit(inference_pb2.SubmitRequest(text=texts[i]), timeout=30)
+            if answered is not None:
+                answered[answer.job_id] = time.time()
             if round_trips is not None:
                 round_trips.append((time.perf_counter() - sent) * 1000)
             return answer.job_id

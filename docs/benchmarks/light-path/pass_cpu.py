@@ -41,10 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 from batchline import codec
-from batchline.v1 import inference_pb2, inference_pb2_grpc
 from bench import batching, stack, workload
 
 OTHERS = ("ingress", "stream", "rabbitmq", "redis", "client")
@@ -77,22 +74,10 @@ def reference(
     return passes
 
 
-async def open_loop_answered(
-    target: str, texts: list[str], rate: float
-) -> tuple[list[str], dict[str, float]]:
-    """bench.batching.open_loop's Submits, each job's answer timed as the client has it (wall
-    clock, as the services stamp theirs): where its Submit's work ends."""
-    answered: dict[str, float] = {}
-    async with grpc.aio.insecure_channel(target) as channel:
-        inference = inference_pb2_grpc.InferenceServiceStub(channel)
-
-        async def submit(i: int) -> str:
-            answer = await inference.Submit(inference_pb2.SubmitRequest(text=texts[i]), timeout=30)
-            answered[answer.job_id] = time.time()
-            return answer.job_id
-
-        ids, _, _ = await batching.paced(len(texts), rate, submit)
-    return ids, answered
+def pass_start(lone: dict[str, Any]) -> float:
+    """When a pass began on the wall clock, the clock of the services' stamps: the patch's
+    `began_at`; runs before it recorded only `at`, after the pass and the reads of its records."""
+    return float(lone.get("began_at", lone["at"] - lone["ms"] / 1000))
 
 
 def own_submit(
@@ -101,7 +86,7 @@ def own_submit(
     """When the pass's own job was accepted by the ingress and answered at the client, in ms from
     the pass's start: a pass can begin before its own Submit's tail (the confirm, the answer, the
     client reading it) is done."""
-    start = lone.get("began_at", lone["at"] - lone["ms"] / 1000)
+    start = pass_start(lone)
     job = lone["job"]
     if job not in accepted or job not in answered:
         return {}
@@ -109,10 +94,8 @@ def own_submit(
 
 
 def arrivals(lone: dict[str, Any], accepted: dict[str, float]) -> list[float]:
-    """When the other jobs near a pass were accepted, in ms from the pass's start (the patch's
-    `began_at`, on the clock of the ingress's `accepted_at`; runs before it recorded only `at`,
-    after the pass and the reads of its records)."""
-    start = lone.get("began_at", lone["at"] - lone["ms"] / 1000)
+    """When the other jobs near a pass were accepted, in ms from the pass's start."""
+    start = pass_start(lone)
     offsets = ((t - start) * 1000 for job, t in accepted.items() if job != lone["job"])
     return sorted(o for o in offsets if -2 * QUIET_LEAD_MS <= o <= lone["ms"] + QUIET_LEAD_MS)
 
@@ -176,7 +159,8 @@ def main() -> None:
             seen = len(log.read_text().splitlines())
             texts = workload.sentences(200, seed=7 + round_)
             baseline = asyncio.run(batching.finished_count(targets.ingress))
-            ids, answered = asyncio.run(open_loop_answered(targets.ingress, texts, rate))
+            answered: dict[str, float] = {}
+            ids, _, _ = asyncio.run(batching.open_loop(targets.ingress, texts, rate, answered=answered))
             jobs = asyncio.run(batching.collect(targets.ingress, ids, baseline))
             e2e = {j.job_id: batching.e2e_ms(j) for j in jobs}
             accepted = {j.job_id: codec.seconds(j.trace.accepted_at) for j in jobs}
@@ -304,19 +288,22 @@ def summarize(kept: list[dict[str, Any]]) -> None:
     print(f"reference passes: the other services' CPU in them, median {idle:.2f} ms")
 
 
+def stat_ticks(p: dict[str, Any]) -> list[int]:
+    """A pass's /proc/stat ticks (10 ms), both CPUs summed: user, nice, system, idle, iowait, irq,
+    softirq, steal."""
+    rows = [v for k, v in p["machine"].items() if k.startswith("stat ")]
+    return [sum(r[i] for r in rows) for i in range(8)]
+
+
 def stolen(wide: list[dict[str, Any]]) -> None:
     """The host's share: /proc/stat's steal, the time the hypervisor ran something else while
     this VM's CPUs had work. Over all the passes, then the passes during which it took a tick (10
     ms) or more against those in which it took none, at one input length (5-token bins, medians)."""
     median = statistics.median
 
-    def ticks(p: dict[str, Any]) -> list[int]:  # user, nice, system, idle, iowait, irq, softirq, steal
-        rows = [v for k, v in p["machine"].items() if k.startswith("stat ")]
-        return [sum(r[i] for r in rows) for i in range(8)]
-
-    total = [sum(ticks(p)[i] for p in wide) for i in range(8)]
-    hit = [p for p in wide if ticks(p)[7] > 0]
-    spared = [p for p in wide if ticks(p)[7] == 0]
+    total = [sum(stat_ticks(p)[i] for p in wide) for i in range(8)]
+    hit = [p for p in wide if stat_ticks(p)[7] > 0]
+    spared = [p for p in wide if stat_ticks(p)[7] == 0]
     print(
         f"  the host took {total[7] / max(1, sum(total)):.3f} of the CPUs' ticks over these passes; "
         f"{len(hit)} passes lost a tick or more to it, over the reference "
@@ -336,8 +323,9 @@ def stolen(wide: list[dict[str, Any]]) -> None:
             weights.append(len(h))
     if weights:
         weighed = sum(w * x for w, x in zip(weights, longer, strict=True)) / sum(weights)
+        taken = 10 * statistics.mean(stat_ticks(p)[7] for p in hit)
         print(
-            f"    the host took {10 * statistics.mean(ticks(p)[7] for p in hit):.1f} ms from those passes on "
+            f"    the host took {taken:.1f} ms from those passes on "
             f"average; they ran {weighed:+.1f} ms longer than the spared ones (those bins, means weighed "
             "to the passes with steal)"
         )
@@ -376,8 +364,8 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
     def thread(name: str, field: int) -> Callable[[dict[str, Any]], float]:
         return lambda p: float(p["threads"].get(name, [0, 0])[field]) / 1e6
 
-    def ticks(field: int) -> Callable[[dict[str, Any]], float]:  # /proc/stat's, of 10 ms, both CPUs
-        return lambda p: 10.0 * float(sum(v[field] for k, v in p["machine"].items() if k.startswith("stat ")))
+    def ticks(field: int) -> Callable[[dict[str, Any]], float]:  # ms
+        return lambda p: 10.0 * stat_ticks(p)[field]
 
     def interrupts(kind: str) -> Callable[[dict[str, Any]], float]:  # a count, over both CPUs
         return lambda p: float(sum(p["machine"].get(f"interrupts {kind}", [0])))
