@@ -14,9 +14,11 @@ their jobs' end to end are read per arm. The patched batcher also records each p
 (tokens), each of its own threads' time on a CPU and waiting for one (schedstat) and context
 switches, and the machine's interrupts and CPU ticks (/proc/interrupts, /proc/stat) over the
 pass; and with PIN_TEAM=1 in the environment it pins the wide pass's two threads to one CPU each.
-This script records when the other jobs were accepted around each pass, and the summary splits
-the passes by that: a Submit accepted during the pass, against none from QUIET_LEAD_MS before it
-to its end (runs without that record are split by the ingress's CPU during the pass).
+This script records when each pass's own job was accepted (the ingress's stamp) and answered
+(at the client), and when the other jobs near it were accepted; the summary splits the passes by
+that: begun before their own Submit was answered, against begun after it with no other job
+accepted from QUIET_LEAD_MS before them to their end (runs recorded before this script kept those
+times are split by the ingress's CPU during the pass).
 Writes each lone pass (and each reference pass) to OUT as JSON; `pass_cpu.py read OUT` prints
 the summary of a run again.
 
@@ -45,10 +47,10 @@ from batchline import codec
 from bench import batching, stack, workload
 
 OTHERS = ("ingress", "stream", "rabbitmq", "redis", "client")
-BUSY_MS = 0.15  # a pass with more of the ingress's CPU in it than this overlapped a Submit
-# With the jobs' arrivals recorded: a pass is busy if another job was accepted during it, quiet
-# if none was from QUIET_LEAD_MS before it began to its end (a Submit's work goes on for a few
-# milliseconds after the ingress accepts it: storing, publishing, the confirm, the answer).
+BUSY_MS = 0.15  # older runs: a pass with more of the ingress's CPU in it than this was busy
+# A quiet pass had no other job accepted from this long before it began to its end (a Submit's
+# work goes on for a few milliseconds after the ingress accepts it: storing, publishing, the
+# confirm, the answer).
 QUIET_LEAD_MS = 20.0
 
 
@@ -104,11 +106,11 @@ Test = Callable[[dict[str, Any]], bool]
 
 
 def busy_and_quiet(wide: list[dict[str, Any]]) -> tuple[Test, Test, str, str]:
-    """How to tell a pass that shares the machine with a Submit from one that does not: by the
-    jobs' arrivals where the run recorded them, else by the ingress's CPU during the pass (which
-    in a slow spell, the ingress's work for one Submit spread thin, marks most passes busy).
-    The tests for busy and for quiet, and the names of the two kinds."""
-    if "answered_ms" in wide[0]:
+    """How to tell a pass that shares the machine with a Submit from one that does not: by its
+    own job's answer and the other jobs' arrivals where the run recorded them, else by the
+    ingress's CPU during the pass (which in a slow spell, the ingress's work spread thin, marks
+    most passes busy). The tests for busy and for quiet, and the names of the two kinds."""
+    if "arrived_ms" in wide[0]:  # a pass whose job has no answer on record is neither
         return (
             lambda p: p.get("answered_ms", 0.0) > 0,
             lambda p: (
@@ -117,13 +119,6 @@ def busy_and_quiet(wide: list[dict[str, Any]]) -> tuple[Test, Test, str, str]:
             ),
             "their own Submit answered after they began",
             f"it answered before, and no other accepted from {QUIET_LEAD_MS:.0f} ms before them to their end",
-        )
-    if "arrived_ms" in wide[0]:
-        return (
-            lambda p: any(0 <= o <= p["ms"] for o in p["arrived_ms"]),
-            lambda p: not any(-QUIET_LEAD_MS <= o <= p["ms"] for o in p["arrived_ms"]),
-            "a Submit accepted in them",
-            f"none accepted from {QUIET_LEAD_MS:.0f} ms before them to their end",
         )
     return (
         lambda p: p["cpu_ms"]["ingress"] > BUSY_MS,
