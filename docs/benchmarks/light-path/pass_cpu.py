@@ -20,7 +20,7 @@ that: begun before their own Submit was answered, against begun after it with no
 accepted from QUIET_LEAD_MS before them to their end (runs recorded before this script kept those
 times are split by the ingress's CPU during the pass).
 Writes each lone pass (and each reference pass) to OUT as JSON; `pass_cpu.py read OUT` prints
-the summary of a run again.
+the summary of a run again (OUT may be gzipped: `pass-cpu-2120.json.gz` is the 21:20 run's).
 
     git worktree add /tmp/pcpu HEAD && cd /tmp/pcpu && git apply docs/benchmarks/light-path/pass_cpu.patch
     [PIN_TEAM=1] PYTHONPATH=src:services:. $VENV/bin/python docs/benchmarks/light-path/pass_cpu.py \
@@ -32,6 +32,7 @@ the summary of a run again.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import itertools
 import json
 import os
@@ -278,6 +279,8 @@ def summarize(kept: list[dict[str, Any]]) -> None:
             )
         if "tokens" in wide[0] and busy and quiet:
             same_length(busy, quiet)
+        if "answered_ms" in wide[0] and len(quiet) >= 30:
+            ingress_or_pass(quiet)
     refs = [p for p in kept if p.get("reference")]
     idle = median([others(p) - p["cpu_ms"]["client"] for p in refs])  # the client ran these passes
     print(f"reference passes: the other services' CPU in them, median {idle:.2f} ms")
@@ -326,6 +329,94 @@ def stolen(wide: list[dict[str, Any]]) -> None:
         )
 
 
+def team_threads(passes: list[dict[str, Any]]) -> list[str]:
+    """The wide pass's OpenMP team: the batcher's two threads longest on a CPU over these passes."""
+    team_run: dict[str, float] = {}
+    for p in passes:
+        for name, (run, *_) in p["threads"].items():
+            team_run[name] = team_run.get(name, 0.0) + run
+    return sorted(team_run, key=team_run.__getitem__)[-2:]
+
+
+def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
+    """Does the ingress's CPU during a pass mark a pass it slowed, or only a long pass? The
+    ingress works a little all the time (its event loop's timers, gRPC's threads), so a pass that
+    runs longer for any reason holds more of that work. Among the passes clear of every Submit:
+    split by the ingress's CPU over BUSY_MS (how the runs before own_submit() was recorded told a
+    busy pass), how bunched those passes are, and the two kinds at one length; the thirds by the
+    pass's excess, with their inputs' length, the ingress's CPU in them and per millisecond of
+    pass, and the team's two threads' wait for a CPU and the CPUs'
+    idle time (means: /proc/stat counts in ticks of 10 ms); the thirds by that rate; and per
+    5-token bin (30 passes or more), the third with the highest rate against the lowest, and the
+    longest third's wait for a CPU against the shortest's (medians but where said)."""
+    median = statistics.median
+
+    def rate(p: dict[str, Any]) -> float:  # the ingress's CPU per ms of pass, in microseconds
+        return 1000.0 * float(p["cpu_ms"]["ingress"]) / float(p["ms"])
+
+    def thirds(
+        part: list[dict[str, Any]], key: Callable[[dict[str, Any]], float]
+    ) -> list[list[dict[str, Any]]]:
+        ranked, third = sorted(part, key=key), len(part) // 3
+        return [ranked[:third], ranked[third : 2 * third], ranked[2 * third :]]
+
+    def over(part: list[dict[str, Any]]) -> float:
+        return float(median([p["over_ms"] for p in part]))
+
+    over_threshold = [p for p in quiet if p["cpu_ms"]["ingress"] > BUSY_MS]
+    under = [p for p in quiet if p["cpu_ms"]["ingress"] <= BUSY_MS]
+    nan = float("nan")
+    print(
+        f"  the passes clear of every Submit, by the ingress's CPU in them: {len(over_threshold)} over "
+        f"{BUSY_MS} ms, over the reference {over(over_threshold) if over_threshold else nan:+.2f} ms; "
+        f"{len(under)} under it, {over(under) if under else nan:+.2f} ms"
+    )
+    flags = [p["cpu_ms"]["ingress"] > BUSY_MS for p in sorted(quiet, key=lambda p: p["at"])]
+    after = [b for a, b in itertools.pairwise(flags) if a]
+    print(
+        f"    over it: {sum(flags) / len(flags):.3f} of these passes, "
+        f"{sum(after) / max(1, len(after)):.3f} of those right after one over it; split so, at one "
+        "length (as same_length() splits busy from quiet):"
+    )
+    if over_threshold and under:
+        same_length(over_threshold, under)
+    team = team_threads(quiet)
+
+    def waited(p: dict[str, Any]) -> float:  # the team's two threads waiting for a CPU, ms
+        return sum(float(p["threads"].get(name, [0, 0])[1]) for name in team) / 1e6
+
+    by_excess = thirds(quiet, lambda p: float(p["over_ms"]))
+    print(
+        "    thirds by the pass over the reference: "
+        + "; ".join(
+            f"{over(t):+.2f} ms ({median([p['tokens'] for p in t]):.0f} tokens), the ingress's CPU "
+            f"{median([p['cpu_ms']['ingress'] for p in t]):.3f} ms "
+            f"({median([rate(p) for p in t]):.2f} us per ms of pass), the team waiting for a CPU "
+            f"{statistics.mean(waited(p) for p in t):.2f} ms and "
+            f"the CPUs idle {statistics.mean(10.0 * stat_ticks(p)[3] for p in t):.2f} (means)"
+            for t in by_excess
+        )
+    )
+    by_rate = thirds(quiet, rate)
+    print(
+        "    thirds by the ingress's CPU per ms of pass: "
+        + "; ".join(
+            f"{median([rate(p) for p in t]):.2f} us/ms, over the reference {over(t):+.2f} ms" for t in by_rate
+        )
+    )
+    for low in sorted({p["tokens"] // 5 * 5 for p in quiet}):
+        part = [p for p in quiet if low <= p["tokens"] < low + 5]
+        if len(part) >= 30:
+            lowest, _, highest = thirds(part, rate)
+            short, _, long = thirds(part, lambda p: float(p["over_ms"]))
+            print(
+                f"    {low}-{low + 4} tokens, {len(part)} passes: the highest rate's third "
+                f"{over(highest):+.2f} ms over the reference, the lowest's {over(lowest):+.2f}; the longest "
+                f"third's team waited {statistics.mean(waited(p) for p in long):.2f} ms for a CPU, the "
+                f"shortest's {statistics.mean(waited(p) for p in short):.2f}"
+            )
+
+
 def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None:
     """Busy against quiet passes of inputs of one length. A longer input's pass runs longer, so a
     Submit lands in it more often: the busy passes' inputs are the longer ones. Per 5-token bin
@@ -350,11 +441,7 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
             print(f"    {low}-{low + 4} tokens: {len(b)} busy, {len(q)} quiet, {over:+.2f} ms")
     if not matched or "threads" not in busy[0]:
         return
-    team_run: dict[str, float] = {}
-    for p in busy + quiet:
-        for name, (run, *_) in p["threads"].items():
-            team_run[name] = team_run.get(name, 0.0) + run
-    team = sorted(team_run, key=team_run.__getitem__)[-2:]
+    team = team_threads(busy + quiet)
 
     def thread(name: str, field: int) -> Callable[[dict[str, Any]], float]:
         return lambda p: float(p["threads"].get(name, [0, 0])[field]) / 1e6
@@ -395,6 +482,7 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["read"]:  # pass_cpu.py read OUT: the summary of a run's passes again
-        summarize(json.loads(Path(sys.argv[2]).read_text()))
+        raw = Path(sys.argv[2]).read_bytes()
+        summarize(json.loads(gzip.decompress(raw) if sys.argv[2].endswith(".gz") else raw))
     else:
         main()
