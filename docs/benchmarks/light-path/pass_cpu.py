@@ -281,6 +281,16 @@ def summarize(kept: list[dict[str, Any]]) -> None:
             same_length(busy, quiet)
         if "answered_ms" in wide[0] and len(quiet) >= 30:
             ingress_or_pass(quiet)
+    lone = [p for p in kept if not p.get("reference")]
+    per_round = [
+        median([p["e2e_over_ms"] for p in lone if p["round"] == r])
+        for r in sorted({p["round"] for p in lone})
+    ]
+    print(
+        "lone jobs' end to end over the reference, p50 per round: "
+        + ", ".join(f"{v:+.2f}" for v in per_round)
+        + f" ms (median {median(per_round):+.2f})"
+    )
     refs = [p for p in kept if p.get("reference")]
     idle = median([others(p) - p["cpu_ms"]["client"] for p in refs])  # the client ran these passes
     print(f"reference passes: the other services' CPU in them, median {idle:.2f} ms")
