@@ -18,7 +18,9 @@ This script records when each pass's own job was accepted (the ingress's stamp) 
 (at the client), and when the other jobs near it were accepted; the summary splits the passes by
 that: begun before their own Submit was answered, against begun after it with no other job
 accepted from QUIET_LEAD_MS before them to their end (runs recorded before this script kept those
-times are split by the ingress's CPU during the pass).
+times are split by the ingress's CPU during the pass), and among the latter asks what the
+ingress's CPU in a pass marks, by the same split and per millisecond of pass; last, each round's
+lone jobs' end to end over its reference.
 Writes each lone pass (and each reference pass) to OUT as JSON; `pass_cpu.py read OUT` prints
 the summary of a run again (OUT may be gzipped: `pass-cpu-2120.json.gz` is the 21:20 run's).
 
@@ -349,13 +351,13 @@ def team_threads(passes: list[dict[str, Any]]) -> list[str]:
 
 
 def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
-    """Does the ingress's CPU during a pass mark a pass it slowed, or only a long pass? The
-    ingress works a little all the time (its event loop's timers, gRPC's threads), so a pass that
-    runs longer for any reason holds more of that work. Among the passes clear of every Submit:
-    split by the ingress's CPU over BUSY_MS (how the runs before own_submit() was recorded told a
-    busy pass), how bunched those passes are, and the two kinds at one length; the thirds by the
-    pass's excess, with their inputs' length, the ingress's CPU in them and per millisecond of
-    pass, and the team's two threads' wait for a CPU and the CPUs'
+    """What does the ingress's CPU during a pass mark? The ingress works a little all the time
+    (its event loop's timers, its checks, gRPC's threads), so a pass that runs longer for any
+    reason holds more of that work; its CPU per millisecond of pass does not grow so. Among the
+    passes clear of every Submit: split by the ingress's CPU over BUSY_MS (how the runs before
+    own_submit() was recorded told a busy pass), how bunched those passes are, and the two kinds
+    at one length; the thirds by the pass's excess, with their inputs' length, the ingress's CPU
+    in them and per millisecond of pass, and the team's two threads' wait for a CPU and the CPUs'
     idle time (means: /proc/stat counts in ticks of 10 ms); the thirds by that rate; and per
     5-token bin (30 passes or more), the third with the highest rate against the lowest, and the
     longest third's wait for a CPU against the shortest's (medians but where said)."""
