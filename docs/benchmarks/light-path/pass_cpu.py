@@ -194,13 +194,27 @@ def main() -> None:
     summarize(kept)
 
 
+def thirds(
+    passes: list[dict[str, Any]], key: Callable[[dict[str, Any]], float]
+) -> list[list[dict[str, Any]]]:
+    """The passes in thirds by `key`, lowest first (the last third takes the remainder)."""
+    ranked, third = sorted(passes, key=key), len(passes) // 3
+    return [ranked[:third], ranked[third : 2 * third], ranked[2 * third :]]
+
+
+def length_bins(passes: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The passes by their input's length in 5-token bins, shortest first: {the bin's low end: passes}."""
+    bins: dict[int, list[dict[str, Any]]] = {}
+    for p in sorted(passes, key=lambda p: int(p["tokens"])):
+        bins.setdefault(p["tokens"] // 5 * 5, []).append(p)
+    return bins
+
+
 def summarize(kept: list[dict[str, Any]]) -> None:
     median = statistics.median
     wide = sorted((p for p in kept if not p.get("reference") and p["wide"]), key=others)
     print(f"{len(wide)} wide lone passes, by the other processes' CPU during them (terciles):")
-    third = len(wide) // 3
-    parts = {"low": wide[:third], "middle": wide[third : 2 * third], "high": wide[2 * third :]}
-    for name, part in parts.items():
+    for name, part in zip(("low", "middle", "high"), thirds(wide, others), strict=True):
         print(
             f"  {name:>6}: others' CPU {others(part[0]):.2f}-{others(part[-1]):.2f} ms (median "
             f"{median([others(p) for p in part]):.2f}); pass over its round's reference, median "
@@ -323,9 +337,10 @@ def stolen(wide: list[dict[str, Any]]) -> None:
     if "tokens" not in wide[0] or not hit:
         return
     longer, weights = [], []  # per bin: the mean pass with steal over the mean without; how many with
-    for low in sorted({p["tokens"] // 5 * 5 for p in hit}):
-        h = [p["ms"] for p in hit if low <= p["tokens"] < low + 5]
-        s = [p["ms"] for p in spared if low <= p["tokens"] < low + 5]
+    spared_bins = length_bins(spared)
+    for low, hit_bin in length_bins(hit).items():
+        h = [p["ms"] for p in hit_bin]
+        s = [p["ms"] for p in spared_bins.get(low, [])]
         if len(h) >= 5 and len(s) >= 5:
             over = median(h) - median(s)
             print(f"    {low}-{low + 4} tokens: {len(h)} with steal, {len(s)} without, {over:+.2f} ms")
@@ -365,12 +380,6 @@ def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
 
     def rate(p: dict[str, Any]) -> float:  # the ingress's CPU per ms of pass, in microseconds
         return 1000.0 * float(p["cpu_ms"]["ingress"]) / float(p["ms"])
-
-    def thirds(
-        part: list[dict[str, Any]], key: Callable[[dict[str, Any]], float]
-    ) -> list[list[dict[str, Any]]]:
-        ranked, third = sorted(part, key=key), len(part) // 3
-        return [ranked[:third], ranked[third : 2 * third], ranked[2 * third :]]
 
     def over(part: list[dict[str, Any]]) -> float:
         return float(median([p["over_ms"] for p in part]))
@@ -416,8 +425,7 @@ def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
             f"{median([rate(p) for p in t]):.2f} us/ms, over the reference {over(t):+.2f} ms" for t in by_rate
         )
     )
-    for low in sorted({p["tokens"] // 5 * 5 for p in quiet}):
-        part = [p for p in quiet if low <= p["tokens"] < low + 5]
+    for low, part in length_bins(quiet).items():
         if len(part) >= 30:
             lowest, _, highest = thirds(part, rate)
             short, _, long = thirds(part, lambda p: float(p["over_ms"]))
@@ -444,9 +452,9 @@ def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None
         f"{median([p['tokens'] for p in quiet]):.0f}; at one length, busy over quiet (median of each):"
     )
     matched: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []  # (busy, quiet) per bin
-    for low in sorted({p["tokens"] // 5 * 5 for p in busy}):
-        b = [p for p in busy if low <= p["tokens"] < low + 5]
-        q = [p for p in quiet if low <= p["tokens"] < low + 5]
+    quiet_bins = length_bins(quiet)
+    for low, b in length_bins(busy).items():
+        q = quiet_bins.get(low, [])
         if len(b) >= 5 and len(q) >= 5:
             matched.append((b, q))
             over = median([p["ms"] for p in b]) - median([p["ms"] for p in q])
