@@ -197,12 +197,29 @@ def test_a_stack_that_keeps_up_is_offered_more_until_it_cannot(monkeypatch: pyte
         return {"completed_rps": min(rate, 150.0), "offered_rps": rate}  # a stack that does 150/s
 
     monkeypatch.setattr(batching, "completed_under", completed_under)
-    reading = batching.stack_capacity(Path("model"), bare_per_s=100.0)
+    reading = batching.capacity_reading(Path("model"), bare_per_s=100.0)
     assert offered == [120.0, 240.0] and reading["completed_rps"] == 150.0
     assert reading["bare_fp32_per_s"] == 100.0
     offered.clear()  # one that keeps up with anything is offered at most 4.8 x the bare rate
-    assert batching.stack_capacity(Path("model"), bare_per_s=10.0)["completed_rps"] == 48.0
+    assert batching.capacity_reading(Path("model"), bare_per_s=10.0)["completed_rps"] == 48.0
     assert offered == [12.0, 24.0, 48.0]
+
+
+def test_the_stacks_capacity_is_its_highest_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reading can fall far short (a machine booted minutes before: 37.4 jobs/s, then 68.1):
+    the capacity is the highest of CAPACITY_READINGS, each on a fresh stack, and keeps them all."""
+    done = iter([37.4, 68.1])
+
+    def completed_under(_model: Path, rate: float) -> dict[str, float]:
+        return {"completed_rps": next(done), "offered_rps": rate}
+
+    monkeypatch.setattr(batching, "completed_under", completed_under)
+    monkeypatch.setattr(batching, "CAPACITY_READINGS", 2)
+    capacity = batching.stack_capacity(Path("model"), bare_per_s=80.0)
+    assert capacity["completed_rps"] == 68.1 and capacity["readings_rps"] == [37.4, 68.1]
+    said = " ".join(batching.what_the_loads_are(capacity, 80.0, math.nan, [0.1]))
+    assert "the stack's capacity, 68.1 jobs/s" in said
+    assert "(the highest of 2 readings, each on a fresh stack: 37.4, 68.1)." in said
 
 
 def test_light_load_is_read_against_the_passes_timed_around_each_cell() -> None:
