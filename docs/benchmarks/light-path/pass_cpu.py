@@ -20,12 +20,14 @@ that: begun before their own Submit was answered, against begun after it with no
 accepted from QUIET_LEAD_MS before them to their end (runs recorded before this script kept those
 times are split by the ingress's CPU during the pass), and among the latter asks what the
 ingress's CPU in a pass marks, by the same split and per millisecond of pass; last, each round's
-lone jobs' end to end over its reference.
+lone jobs' end to end over its reference. With PROBE=1 in the environment it also runs
+probe.py beside the stack (a fixed piece of work every 10 ms, timed by its CPU clock) and asks
+whether the probe's work took longer in the passes that ran long (machine_or_team).
 Writes each lone pass (and each reference pass) to OUT as JSON; `pass_cpu.py read OUT` prints
 the summary of a run again (OUT may be gzipped: `pass-cpu-2120.json.gz` is the 21:20 run's).
 
     git worktree add /tmp/pcpu HEAD && cd /tmp/pcpu && git apply docs/benchmarks/light-path/pass_cpu.patch
-    [PIN_TEAM=1] PYTHONPATH=src:services:. $VENV/bin/python docs/benchmarks/light-path/pass_cpu.py \
+    [PIN_TEAM=1] [PROBE=1] PYTHONPATH=src:services:. $VENV/bin/python docs/benchmarks/light-path/pass_cpu.py \
         RATE ROUNDS OUT [ab]
 
 ($VENV: the main checkout's .venv.)
@@ -34,11 +36,14 @@ the summary of a run again (OUT may be gzipped: `pass-cpu-2120.json.gz` is the 2
 from __future__ import annotations
 
 import asyncio
+import bisect
 import gzip
 import itertools
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,17 +77,19 @@ def reference(
             batching.timed_pass(model.predict, e)  # back to back, as the benchmark's reference
         for e in batching.typical_sentences(encoded):
             time.sleep(gap_s)
-            before = clocks(pids)
+            before, began_at = clocks(pids), time.time()
             ms = batching.timed_pass(model.predict, e)
             after = clocks(pids)
-            passes.append({"ms": ms, "cpu_ms": {k: (after[k] - before[k]) * 1000 for k in after}})
+            passes.append(
+                {"ms": ms, "began_at": began_at, "cpu_ms": {k: (after[k] - before[k]) * 1000 for k in after}}
+            )
     return passes
 
 
 def pass_start(lone: dict[str, Any]) -> float:
     """When a pass began on the wall clock, the clock of the services' stamps: the patch's
     `began_at`; runs before it recorded only `at`, after the pass and the reads of its records."""
-    return float(lone.get("began_at", lone["at"] - lone["ms"] / 1000))
+    return float(lone["began_at"] if "began_at" in lone else lone["at"] - lone["ms"] / 1000)
 
 
 def own_submit(
@@ -147,6 +154,7 @@ def main() -> None:
     env, batchers = batching.stack_env("default", path, "fp32")
     median = statistics.median
     kept: list[dict[str, Any]] = []
+    probe = start_probe(log.parent / "probe.json") if os.environ.get("PROBE") == "1" else None
     with stack.start(
         "local", {**env, "PASS_CPU_LOG": str(log), **ab}, batchers=batchers, envoy=False
     ) as targets:
@@ -191,8 +199,34 @@ def main() -> None:
                 + ", ".join(f"{k} {v:.2f}" for k, v in per.items()),
                 flush=True,
             )
+    if probe is not None:
+        file_probes(kept, stop_probe(probe, log.parent / "probe.json"))
     out.write_text(json.dumps(kept))
     summarize(kept)
+
+
+def start_probe(out: Path) -> subprocess.Popen[bytes]:
+    """probe.py beside the stack, in a process of its own."""
+    return subprocess.Popen([sys.executable, str(Path(__file__).with_name("probe.py")), str(out)])
+
+
+def stop_probe(probe: subprocess.Popen[bytes], out: Path) -> list[list[float]]:
+    probe.send_signal(signal.SIGTERM)
+    probe.wait(timeout=30)
+    return list(json.loads(out.read_text()))
+
+
+def file_probes(kept: list[dict[str, Any]], rounds: list[list[float]]) -> None:
+    """File each of the probe's rounds under the pass it began in ("probe"), or under the last pass
+    that began before it ("probe_after"), as [loop CPU, sum CPU, loop wall, sum wall (us), began
+    at (s)]; the rounds before the first pass are left out."""
+    spans = sorted(((pass_start(p), pass_start(p) + p["ms"] / 1000, p) for p in kept), key=lambda s: s[0])
+    starts = [start for start, _, _ in spans]
+    for began, loop_cpu, loop_wall, sum_cpu, sum_wall in rounds:
+        i = bisect.bisect_right(starts, began) - 1
+        if i >= 0:
+            where = "probe" if began <= spans[i][1] else "probe_after"
+            spans[i][2].setdefault(where, []).append([loop_cpu, sum_cpu, loop_wall, sum_wall, began])
 
 
 def thirds(
@@ -298,6 +332,8 @@ def summarize(kept: list[dict[str, Any]]) -> None:
             same_length(busy, quiet)
         if "answered_ms" in wide[0] and len(quiet) >= 30:
             ingress_or_pass(quiet)
+    if any("probe" in p for p in kept):
+        machine_or_team(kept)
     lone = [p for p in kept if not p.get("reference")]
     per_round = [
         median([p["e2e_over_ms"] for p in lone if p["round"] == r])
@@ -366,6 +402,11 @@ def team_threads(passes: list[dict[str, Any]]) -> list[str]:
     return sorted(team_run, key=team_run.__getitem__)[-2:]
 
 
+def ingress_rate(p: dict[str, Any]) -> float:
+    """The ingress's CPU per millisecond of a pass, in microseconds."""
+    return 1000.0 * float(p["cpu_ms"]["ingress"]) / float(p["ms"])
+
+
 def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
     """What does the ingress's CPU during a pass mark? The ingress works a little all the time
     (its event loop's timers, its checks, gRPC's threads), so a pass that runs longer for any
@@ -378,9 +419,6 @@ def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
     5-token bin (30 passes or more), the third with the highest rate against the lowest, and the
     longest third's wait for a CPU against the shortest's (medians but where said)."""
     median = statistics.median
-
-    def rate(p: dict[str, Any]) -> float:  # the ingress's CPU per ms of pass, in microseconds
-        return 1000.0 * float(p["cpu_ms"]["ingress"]) / float(p["ms"])
 
     def over(part: list[dict[str, Any]]) -> float:
         return float(median([p["over_ms"] for p in part]))
@@ -413,22 +451,23 @@ def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
         + "; ".join(
             f"{over(t):+.2f} ms ({median([p['tokens'] for p in t]):.0f} tokens), the ingress's CPU "
             f"{median([p['cpu_ms']['ingress'] for p in t]):.3f} ms "
-            f"({median([rate(p) for p in t]):.2f} us per ms of pass), the team waiting for a CPU "
+            f"({median([ingress_rate(p) for p in t]):.2f} us per ms of pass), the team waiting for a CPU "
             f"{statistics.mean(waited(p) for p in t):.2f} ms and "
             f"the CPUs idle {statistics.mean(10.0 * stat_ticks(p)[3] for p in t):.2f} (means)"
             for t in by_excess
         )
     )
-    by_rate = thirds(quiet, rate)
+    by_rate = thirds(quiet, ingress_rate)
     print(
         "    thirds by the ingress's CPU per ms of pass: "
         + "; ".join(
-            f"{median([rate(p) for p in t]):.2f} us/ms, over the reference {over(t):+.2f} ms" for t in by_rate
+            f"{median([ingress_rate(p) for p in t]):.2f} us/ms, over the reference {over(t):+.2f} ms"
+            for t in by_rate
         )
     )
     for low, part in length_bins(quiet).items():
         if len(part) >= 30:
-            lowest, _, highest = thirds(part, rate)
+            lowest, _, highest = thirds(part, ingress_rate)
             short, _, long = thirds(part, lambda p: float(p["over_ms"]))
             print(
                 f"    {low}-{low + 4} tokens, {len(part)} passes: the highest rate's third "
@@ -436,6 +475,102 @@ def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
                 f"third's team waited {statistics.mean(waited(p) for p in long):.2f} ms for a CPU, the "
                 f"shortest's {statistics.mean(waited(p) for p in short):.2f}"
             )
+
+
+PREEMPTED_US = 5.0  # a probe round's part whose wall time ran this far over its CPU time was preempted
+SLOW = 1.25  # a round whose loop took this many times its 25th percentile's CPU time ran slow
+
+
+def machine_or_team(kept: list[dict[str, Any]]) -> None:
+    """Is the machine slow for every process when a lone pass runs long? probe.py's fixed work,
+    by its CPU clock, only in the rounds it ran unpreempted (each part's wall time within
+    PREEMPTED_US of its CPU time: a context switch costs the work cache refills of its own). Its
+    loop's CPU time (a few dozen us of the interpreter, no memory to speak of) and how often a
+    round ran slow (its loop over SLOW x the 25th percentile of all its rounds): outside every pass, in the
+    reference passes (the bare model, the stack idle) and in the wide lone passes; whether a slow
+    round follows a slow one (spells); then, at one input length (5-token bins of 30 passes or
+    more), the longest third of the lone passes against the shortest, and the third with the
+    ingress's highest CPU per ms of pass against the lowest: each third's pass over the reference,
+    the probe's loop and sum CPU (medians of the rounds) and its share of slow rounds; last, over
+    all the lone passes, each against its length's median, how the pass's excess goes with its
+    share of slow rounds."""
+    median = statistics.median
+
+    def clean(rounds: list[list[float]]) -> list[list[float]]:
+        return [r for r in rounds if r[2] - r[0] < PREEMPTED_US and r[3] - r[1] < PREEMPTED_US]
+
+    everything = sorted(
+        (r for p in kept for key in ("probe", "probe_after") for r in clean(p.get(key, []))),
+        key=lambda r: r[4],
+    )
+    loops = sorted(r[0] for r in everything)
+    slow_us = SLOW * loops[len(loops) // 4]
+    refs = [p for p in kept if p.get("reference") and "probe" in p]
+    wide = [p for p in kept if not p.get("reference") and p["wide"] and "probe" in p]
+
+    def reading(rounds: list[list[float]]) -> str:
+        if not rounds:
+            return "no rounds"
+        slow = sum(r[0] > slow_us for r in rounds) / len(rounds)
+        return (
+            f"loop CPU {median(r[0] for r in rounds):.1f} us, sum CPU {median(r[1] for r in rounds):.1f} us, "
+            f"{slow:.2f} of {len(rounds)} rounds slow"
+        )
+
+    print(
+        f"  the probe, unpreempted rounds (a slow one's loop over {slow_us:.1f} us): outside every pass "
+        + reading([r for p in kept for r in clean(p.get("probe_after", []))])
+        + "; in the reference passes "
+        + reading([r for p in refs for r in clean(p["probe"])])
+        + "; in the wide lone passes "
+        + reading([r for p in wide for r in clean(p["probe"])])
+    )
+    pairs = [
+        (a[0] > slow_us, b[0] > slow_us) for a, b in itertools.pairwise(everything) if b[4] - a[4] < 0.02
+    ]
+    after_slow = [b for a, b in pairs if a]
+    after_quick = [b for a, b in pairs if not a]
+    print(
+        f"    a slow round right after a slow one {sum(after_slow) / max(1, len(after_slow)):.2f}, after a "
+        f"quick one {sum(after_quick) / max(1, len(after_quick)):.2f}"
+    )
+
+    def slow_share(part: list[dict[str, Any]]) -> float:
+        rounds = [r for p in part for r in clean(p["probe"])]
+        return sum(r[0] > slow_us for r in rounds) / max(1, len(rounds))
+
+    for split, key in (
+        ("the longest third against the shortest", lambda p: float(p["over_ms"])),
+        ("the ingress's highest CPU per ms of pass against its lowest", ingress_rate),
+    ):
+        print(
+            f"    at one length, {split}: the pass over the reference; "
+            "the probe's loop CPU, sum CPU, share of slow rounds"
+        )
+        for low, part in length_bins(wide).items():
+            if len(part) < 30:
+                continue
+            bottom, _, top = thirds(part, key)
+            print(
+                f"      {low}-{low + 4} tokens, {len(part)} passes: "
+                + " against ".join(
+                    f"{median([p['over_ms'] for p in t]):+.2f} ms; "
+                    + reading([r for p in t for r in clean(p["probe"])])
+                    for t in (top, bottom)
+                )
+            )
+    spread: list[tuple[float, float]] = []  # the pass over its bin's median; its share of slow rounds
+    for part in length_bins(wide).values():
+        scored = [p for p in part if clean(p["probe"])]
+        if len(scored) >= 10:
+            mid = median(float(p["ms"]) for p in scored)
+            spread += [(float(p["ms"]) - mid, slow_share([p])) for p in scored]
+    if len(spread) >= 30:
+        excess, share = zip(*spread, strict=True)
+        print(
+            f"    {len(spread)} wide lone passes, each against its length's median: its excess goes with its "
+            f"share of slow rounds by r = {statistics.correlation(excess, share):.2f}"
+        )
 
 
 def same_length(busy: list[dict[str, Any]], quiet: list[dict[str, Any]]) -> None:
