@@ -51,6 +51,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import probe
+
 from batchline import codec
 from bench import batching, stack, workload
 
@@ -154,7 +156,7 @@ def main() -> None:
     env, batchers = batching.stack_env("default", path, "fp32")
     median = statistics.median
     kept: list[dict[str, Any]] = []
-    probe = start_probe(log.parent / "probe.json") if os.environ.get("PROBE") == "1" else None
+    prober = start_probe(log.parent / "probe.json") if os.environ.get("PROBE") == "1" else None
     with stack.start(
         "local", {**env, "PASS_CPU_LOG": str(log), **ab}, batchers=batchers, envoy=False
     ) as targets:
@@ -199,8 +201,8 @@ def main() -> None:
                 + ", ".join(f"{k} {v:.2f}" for k, v in per.items()),
                 flush=True,
             )
-    if probe is not None:
-        file_probes(kept, stop_probe(probe, log.parent / "probe.json"))
+    if prober is not None:
+        file_probes(kept, stop_probe(prober, log.parent / "probe.json"))
     out.write_text(json.dumps(kept))
     summarize(kept)
 
@@ -210,23 +212,22 @@ def start_probe(out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, str(Path(__file__).with_name("probe.py")), str(out)])
 
 
-def stop_probe(probe: subprocess.Popen[bytes], out: Path) -> list[list[float]]:
-    probe.send_signal(signal.SIGTERM)
-    probe.wait(timeout=30)
+def stop_probe(process: subprocess.Popen[bytes], out: Path) -> list[probe.Round]:
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=30)
     return list(json.loads(out.read_text()))
 
 
-def file_probes(kept: list[dict[str, Any]], rounds: list[list[float]]) -> None:
-    """File each of the probe's rounds under the pass it began in ("probe"), or under the last pass
-    that began before it ("probe_after"), as [loop CPU, sum CPU, loop wall, sum wall (us), began
-    at (s)]; the rounds before the first pass are left out."""
+def file_probes(kept: list[dict[str, Any]], rounds: list[probe.Round]) -> None:
+    """File each of the probe's rounds (as probe.py wrote it) under the pass it began in ("probe"),
+    or under the last pass that began before it ("probe_after"); the rounds before the first pass
+    are left out."""
     spans = sorted(((pass_start(p), pass_start(p) + p["ms"] / 1000, p) for p in kept), key=lambda s: s[0])
     starts = [start for start, _, _ in spans]
-    for began, loop_cpu, loop_wall, sum_cpu, sum_wall in rounds:
-        i = bisect.bisect_right(starts, began) - 1
+    for r in rounds:
+        i = bisect.bisect_right(starts, r[0]) - 1
         if i >= 0:
-            where = "probe" if began <= spans[i][1] else "probe_after"
-            spans[i][2].setdefault(where, []).append([loop_cpu, sum_cpu, loop_wall, sum_wall, began])
+            spans[i][2].setdefault("probe" if r[0] <= spans[i][1] else "probe_after", []).append(r)
 
 
 def thirds(
@@ -477,14 +478,12 @@ def ingress_or_pass(quiet: list[dict[str, Any]]) -> None:
             )
 
 
-PREEMPTED_US = 5.0  # a probe round's part whose wall time ran this far over its CPU time was preempted
 SLOW = 1.25  # a round whose loop took this many times its 25th percentile's CPU time ran slow
 
 
 def machine_or_team(kept: list[dict[str, Any]]) -> None:
     """Is the machine slow for every process when a lone pass runs long? probe.py's fixed work,
-    by its CPU clock, only in the rounds it ran unpreempted (each part's wall time within
-    PREEMPTED_US of its CPU time: a context switch costs the work cache refills of its own). Its
+    by its CPU clock, only in the rounds it ran unpreempted (probe.unpreempted). Its
     loop's CPU time (a few dozen us of the interpreter, no memory to speak of) and how often a
     round ran slow (its loop over SLOW x the 25th percentile of all its rounds): outside every pass, in the
     reference passes (the bare model, the stack idle) and in the wide lone passes; whether a slow
@@ -496,14 +495,12 @@ def machine_or_team(kept: list[dict[str, Any]]) -> None:
     share of slow rounds."""
     median = statistics.median
 
-    def clean(rounds: list[list[float]]) -> list[list[float]]:
-        return [r for r in rounds if r[2] - r[0] < PREEMPTED_US and r[3] - r[1] < PREEMPTED_US]
-
+    clean = probe.unpreempted
     everything = sorted(
         (r for p in kept for key in ("probe", "probe_after") for r in clean(p.get(key, []))),
-        key=lambda r: r[4],
+        key=lambda r: r[0],
     )
-    loops = sorted(r[0] for r in everything)
+    loops = sorted(r[1] for r in everything)
     slow_us = SLOW * loops[len(loops) // 4]
     refs = [p for p in kept if p.get("reference") and "probe" in p]
     wide = [p for p in kept if not p.get("reference") and p["wide"] and "probe" in p]
@@ -511,9 +508,9 @@ def machine_or_team(kept: list[dict[str, Any]]) -> None:
     def reading(rounds: list[list[float]]) -> str:
         if not rounds:
             return "no rounds"
-        slow = sum(r[0] > slow_us for r in rounds) / len(rounds)
+        slow = sum(r[1] > slow_us for r in rounds) / len(rounds)
         return (
-            f"loop CPU {median(r[0] for r in rounds):.1f} us, sum CPU {median(r[1] for r in rounds):.1f} us, "
+            f"loop CPU {median(r[1] for r in rounds):.1f} us, sum CPU {median(r[3] for r in rounds):.1f} us, "
             f"{slow:.2f} of {len(rounds)} rounds slow"
         )
 
@@ -525,19 +522,12 @@ def machine_or_team(kept: list[dict[str, Any]]) -> None:
         + "; in the wide lone passes "
         + reading([r for p in wide for r in clean(p["probe"])])
     )
-    pairs = [
-        (a[0] > slow_us, b[0] > slow_us) for a, b in itertools.pairwise(everything) if b[4] - a[4] < 0.02
-    ]
-    after_slow = [b for a, b in pairs if a]
-    after_quick = [b for a, b in pairs if not a]
-    print(
-        f"    a slow round right after a slow one {sum(after_slow) / max(1, len(after_slow)):.2f}, after a "
-        f"quick one {sum(after_quick) / max(1, len(after_quick)):.2f}"
-    )
+    after_slow, after_quick = probe.spells(everything, slow_us)
+    print(f"    a slow round right after a slow one {after_slow:.2f}, after a quick one {after_quick:.2f}")
 
     def slow_share(part: list[dict[str, Any]]) -> float:
         rounds = [r for p in part for r in clean(p["probe"])]
-        return sum(r[0] > slow_us for r in rounds) / max(1, len(rounds))
+        return sum(r[1] > slow_us for r in rounds) / max(1, len(rounds))
 
     for split, key in (
         ("the longest third against the shortest", lambda p: float(p["over_ms"])),
