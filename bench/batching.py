@@ -647,19 +647,19 @@ def what_the_loads_are(
         return ", ".join(f"{load * base / of:.0%}" for load in loads)
 
     if capacity:
+        readings = capacity.get("readings_rps", [])  # runs before 2026-12-08 timed it once
+        highest = (
+            f" (the highest of {len(readings)} readings, each on a fresh stack: "
+            + ", ".join(f"{r:.1f}" for r in readings)
+            + ")"
+            if len(readings) > 1
+            else ""
+        )
         said = (
             f"The loads are fractions of the stack's capacity, {base:.1f} jobs/s: what the default (fp32) "
             f"completed per second while jobs arrived at {capacity['offered_rps']:.0f}/s, "
-            f"{capacity['offered_rps'] / start:.1f} x the bare rate, timed first"
-            + (
-                f" (the highest of {len(capacity['readings_rps'])} readings, each on a fresh stack: "
-                + ", ".join(f"{r:.1f}" for r in capacity["readings_rps"])
-                + ")"
-                if len(capacity.get("readings_rps", [])) > 1
-                else ""
-            )
-            + f". Against the bare fp32 rate "
-            f"timed at the start, {start:.1f} sequences/s, they were {shares(start)}"
+            f"{capacity['offered_rps'] / start:.1f} x the bare rate, timed first{highest}. Against the bare "
+            f"fp32 rate timed at the start, {start:.1f} sequences/s, they were {shares(start)}"
         )
     elif math.isnan(beside):
         return []
